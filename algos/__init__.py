@@ -1,0 +1,1 @@
+"""textgym.algos"""

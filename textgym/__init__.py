@@ -1,0 +1,27 @@
+"""textgym: Gymnasium environments for multi-turn, verifiable language-model RL.
+
+``import textgym`` registers the ``textgym/<Name>-v0`` ids with Gymnasium; it imports neither
+JAX nor torch.
+"""
+
+from textgym.env import Outcome, TextEnv
+from textgym.error import InvalidAction, InvalidTask, ResetNeeded, TextGymError, ToolError
+from textgym.registration import ENVS, register_envs
+from textgym.tasks import Task
+
+__version__ = "0.1.0"
+
+register_envs()
+
+__all__ = [
+    "ENVS",
+    "InvalidAction",
+    "InvalidTask",
+    "Outcome",
+    "ResetNeeded",
+    "Task",
+    "TextEnv",
+    "TextGymError",
+    "ToolError",
+    "__version__",
+]

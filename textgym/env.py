@@ -1,0 +1,202 @@
+"""The base class every textgym environment builds on.
+
+:class:`TextEnv` owns the turn loop that all envs share: the conversation, task selection and
+seeding, parsing the assistant's turn, turning bad input into feedback, ``max_turns``
+truncation, the ``info`` contract and ANSI rendering. A concrete env implements five hooks:
+
+* ``generate_task(rng)``: a task from the env's seeded generator;
+* ``task_from_dict(d)``: a task from a user's dict (its documented format) or a Task record;
+* ``begin(task)``: set up the episode state and return the opening messages;
+* ``respond(turn)``: act on a well-formed assistant turn and say what happens (:class:`Outcome`);
+* ``verdict()``: ``(success, verification)`` when the episode is cut short by truncation.
+
+and optionally ``tools`` (a :class:`~textgym.tools.Toolset`) and ``oracle_action()``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+
+from textgym.error import InvalidAction, InvalidTask, ResetNeeded
+from textgym.messages import FrozenDict, render, tool, user
+from textgym.parsing import ParsedTurn, parse_turn
+from textgym.spaces import AssistantTurn, Conversation
+from textgym.tasks import Task, load_tasks
+from textgym.tools import Toolset
+
+
+@dataclass
+class Outcome:
+    """What an env's ``respond`` decided for one assistant turn."""
+
+    messages: list[FrozenDict] = field(default_factory=list)
+    reward: float = 0.0
+    terminated: bool = False
+    success: bool | None = None
+    verification: Any = None
+    error: str | None = None
+
+
+class TextEnv(gym.Env):
+    """A multi-turn chat environment: observations are conversations, actions assistant turns.
+
+    Args:
+        tasks: A JSONL path or a sequence of task dicts to draw tasks from instead of the
+            generator (``reset(seed=s)`` then picks one with the env's generator).
+        max_turns: Assistant turns before the episode is truncated.
+        max_action_chars: Longer actions are cut to this length and reported as an error.
+        render_mode: ``None`` or ``"ansi"``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(
+        self,
+        *,
+        tasks: str | os.PathLike | Sequence[Any] | None = None,
+        max_turns: int = 10,
+        max_action_chars: int = 32_768,
+        render_mode: str | None = None,
+    ):
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if int(max_turns) < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        self.render_mode = render_mode
+        self.max_turns = int(max_turns)
+        self.max_action_chars = int(max_action_chars)
+        self.observation_space = Conversation()
+        self.action_space = AssistantTurn()
+        self.dataset: list[Task] | None = None if tasks is None else load_tasks(tasks, self._to_task)
+        self.task: Task | None = None
+        self.conversation: tuple[FrozenDict, ...] = ()
+        self.turn = 0
+        self._done = True
+
+    # ----- hooks for subclasses -----
+
+    def generate_task(self, rng: np.random.Generator) -> Task:
+        raise NotImplementedError
+
+    def task_from_dict(self, d: Mapping[str, Any]) -> Task:
+        raise NotImplementedError
+
+    def begin(self, task: Task) -> list[FrozenDict]:
+        raise NotImplementedError
+
+    def respond(self, turn: ParsedTurn) -> Outcome:
+        raise NotImplementedError
+
+    def verdict(self) -> tuple[bool, Any]:
+        return False, {"reason": "episode truncated before the task was solved"}
+
+    @property
+    def tools(self) -> Toolset | None:
+        return None
+
+    def oracle_action(self) -> str | dict:
+        """The next action of a policy that knows the answer (used to test the verifier)."""
+        raise NotImplementedError(f"{type(self).__name__} has no oracle")
+
+    # ----- Gymnasium API -----
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.task = self._pick_task(options or {})
+        self.turn = 0
+        self._done = False
+        self.conversation = tuple(self.begin(self.task))
+        info = {"task_id": self.task.id, "turn": 0, "error": None, "tools": self.tools.schemas() if self.tools else []}
+        return self.conversation, info
+
+    def step(self, action: Any):
+        if self.task is None or self._done:
+            raise ResetNeeded("call reset() before step()" if self.task is None else "the episode has ended; call reset()")
+        if not isinstance(action, (str, Mapping)):
+            raise InvalidAction(f"expected the assistant turn as a str or a message dict, got {type(action).__name__}")
+        self.turn += 1
+        turn, too_long = self._parse(action)
+        if too_long or turn.errors:
+            error = too_long or turn.error
+            outcome = Outcome(messages=self._feedback(turn, error), error=error)
+        else:
+            outcome = self.respond(turn)
+        self.conversation = self.conversation + (turn.message,) + tuple(outcome.messages)
+        return self._finish(outcome)
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self.render_text()
+        return None
+
+    def render_text(self) -> str:
+        return render(self.conversation)
+
+    # ----- shared machinery -----
+
+    def _to_task(self, d: Any) -> Task:
+        if isinstance(d, Task):
+            return d
+        if not isinstance(d, Mapping):
+            raise InvalidTask(f"a task must be a Task or a dict, got {type(d).__name__}")
+        return self.task_from_dict(d)
+
+    def _pick_task(self, options: Mapping[str, Any]) -> Task:
+        if "task" in options:
+            return self._to_task(options["task"])
+        if "task_index" in options:
+            if self.dataset is None:
+                raise InvalidTask("options['task_index'] needs a dataset: make the env with tasks=<jsonl path or list>")
+            index = int(options["task_index"])
+            if not 0 <= index < len(self.dataset):
+                raise InvalidTask(f"task_index must be in [0, {len(self.dataset)}), got {index}")
+            return self.dataset[index]
+        if self.dataset is not None:
+            return self.dataset[int(self.np_random.integers(len(self.dataset)))]
+        return self.generate_task(self.np_random)
+
+    def _parse(self, action: Any) -> tuple[ParsedTurn, str | None]:
+        too_long = None
+        if isinstance(action, str) and len(action) > self.max_action_chars:
+            too_long = f"the action is {len(action)} characters; the limit is {self.max_action_chars}"
+            action = action[: self.max_action_chars]
+        return parse_turn(action, call_id_prefix=f"call_{self.turn}"), too_long
+
+    def _feedback(self, turn: ParsedTurn, error: str) -> list[FrozenDict]:
+        """Explain a malformed turn: an error for each identified tool call, else a user message."""
+        text = f"Error: {error}. Nothing was changed; please try again."
+        if turn.tool_calls and turn.message.get("tool_calls"):
+            return [tool(json.dumps({"error": text}), c.id, c.name) for c in turn.tool_calls]
+        return [user(text)]
+
+    def _finish(self, outcome: Outcome):
+        terminated = bool(outcome.terminated)
+        truncated = not terminated and self.turn >= self.max_turns
+        info: dict[str, Any] = {"task_id": self.task.id, "turn": self.turn, "error": outcome.error}
+        reward = float(outcome.reward)
+        if terminated:
+            info["success"] = bool(outcome.success)
+            info["verification"] = outcome.verification
+        elif truncated:
+            success, verification = self.verdict()
+            info["success"], info["verification"] = bool(success), verification
+        self._done = terminated or truncated
+        return self.conversation, reward, terminated, truncated, info
+
+
+def tool_messages(toolset: Toolset, turn: ParsedTurn) -> tuple[list[FrozenDict], list[str]]:
+    """Run every tool call of a turn in order; return the tool messages and the errors met."""
+    messages, errors = [], []
+    for call in turn.tool_calls:
+        result = toolset.call(call.name, call.arguments)
+        messages.append(tool(result.content, call.id, call.name))
+        if result.error:
+            errors.append(result.error)
+    return messages, errors

@@ -1,0 +1,47 @@
+"""The exceptions textgym raises for misuse of its API.
+
+Bad *agent* input never raises: it becomes feedback in the conversation and ``info["error"]``.
+These exceptions are for the caller's mistakes (stepping before reset, a non-text action, an
+invalid pinned task) and for missing optional dependencies.
+"""
+
+from __future__ import annotations
+
+
+class TextGymError(Exception):
+    """Base class of every textgym exception."""
+
+
+class ResetNeeded(TextGymError, RuntimeError):
+    """``step`` was called before ``reset`` or after the episode ended."""
+
+
+class InvalidAction(TextGymError, TypeError):
+    """The action is neither a str nor an assistant-message mapping (a caller bug, not an agent's)."""
+
+
+class InvalidTask(TextGymError, ValueError):
+    """A pinned or loaded task does not describe a valid task for the env."""
+
+
+class ToolError(TextGymError):
+    """Raised inside a tool to report bad arguments or an impossible request to the agent.
+
+    The env catches it and returns its message as the tool's result; nothing else changes.
+    """
+
+
+class MissingDependency(TextGymError, ImportError):
+    """An optional extra is needed; the message names the ``pip install`` command."""
+
+
+def require(module: str, extra: str):
+    """Import ``module`` or raise :class:`MissingDependency` naming the extra that provides it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise MissingDependency(
+            f"{module} is required for this feature: pip install 'textgym[{extra}]'"
+        ) from exc

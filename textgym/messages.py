@@ -1,0 +1,122 @@
+"""Chat messages in the OpenAI shape, held as immutable mappings.
+
+An observation is the whole conversation as a tuple of messages. Because messages never change
+once made, every later observation shares them: a step appends one message instead of copying
+the conversation (DESIGN.md, Gymnasium facts). ``thaw`` turns them back into plain dicts for
+JSON, chat templates and HTTP clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Iterator
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+class FrozenDict(Mapping):
+    """A hashable, picklable, read-only dict (``MappingProxyType`` cannot be pickled)."""
+
+    __slots__ = ("_data", "_hash")
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        object.__setattr__(self, "_data", dict(*args, **kwargs))
+        object.__setattr__(self, "_hash", None)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("FrozenDict is read-only")
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            object.__setattr__(self, "_hash", hash(tuple(sorted(self._data.items(), key=lambda kv: kv[0]))))
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FrozenDict):
+            return self._data == other._data
+        if isinstance(other, Mapping):
+            return self._data == dict(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._data!r})"
+
+    def __reduce__(self):
+        return (type(self), (self._data,))
+
+
+def freeze(value: Any) -> Any:
+    """Recursively turn dicts into FrozenDicts and lists into tuples."""
+    if isinstance(value, FrozenDict):
+        return value
+    if isinstance(value, Mapping):
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """Recursively turn FrozenDicts into dicts and tuples into lists (JSON-ready)."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thaw(v) for v in value]
+    return value
+
+
+def message(role: str, content: str, **extra: Any) -> FrozenDict:
+    """Make one chat message; ``extra`` holds ``tool_calls``, ``tool_call_id`` or ``name``."""
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+    if not isinstance(content, str):
+        raise TypeError(f"content must be a str, got {type(content).__name__}")
+    return freeze({"role": role, "content": content, **extra})
+
+
+def system(content: str) -> FrozenDict:
+    return message("system", content)
+
+
+def user(content: str) -> FrozenDict:
+    return message("user", content)
+
+
+def assistant(content: str, tool_calls: Sequence[Mapping] | None = None) -> FrozenDict:
+    if tool_calls:
+        return message("assistant", content, tool_calls=tool_calls)
+    return message("assistant", content)
+
+
+def tool(content: str, tool_call_id: str, name: str) -> FrozenDict:
+    return message("tool", content, tool_call_id=tool_call_id, name=name)
+
+
+def is_message(value: Any) -> bool:
+    """True for a mapping with a known ``role`` and a str ``content``."""
+    return isinstance(value, Mapping) and value.get("role") in ROLES and isinstance(value.get("content"), str)
+
+
+def render(conversation: Sequence[Mapping]) -> str:
+    """Plain-text transcript of a conversation, for ``render_mode="ansi"`` and the CLI."""
+    lines = []
+    for msg in conversation:
+        header = msg["role"]
+        if msg["role"] == "tool":
+            header = f"tool {msg.get('name', '')}".rstrip()
+        lines.append(f"[{header}]")
+        if msg["content"]:
+            lines.append(msg["content"])
+        for call in msg.get("tool_calls") or ():
+            fn = call["function"]
+            lines.append(f"-> {fn['name']}({fn['arguments']})")
+    return "\n".join(lines) + "\n"
