@@ -1,0 +1,109 @@
+"""The shared assistant-turn parser: tool calls, answers, code, dict actions and bad input."""
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from textgym.error import InvalidAction
+from textgym.parsing import extract_code, parse_turn
+
+
+def call(name, **arguments):
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+def test_text_with_several_tool_calls_in_order():
+    turn = parse_turn("first " + call("a", x=1) + " then\n" + call("b", y="z"))
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [("a", {"x": 1}), ("b", {"y": "z"})]
+    assert [c.id for c in turn.tool_calls] == ["call_0", "call_1"]
+    assert turn.errors == ()
+    assert turn.message == {"role": "assistant", "content": turn.text}
+
+
+def test_closing_tag_inside_a_json_string_is_an_argument_not_the_end():
+    turn = parse_turn(call("send", body="see </tool_call> here"))
+    assert turn.errors == ()
+    assert turn.tool_calls[0].arguments == {"body": "see </tool_call> here"}
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ('<tool_call>{"name": "a", "arguments": {</tool_call>', "invalid JSON"),
+        ('<tool_call>{"arguments": {}}</tool_call>', "missing tool 'name'"),
+        ('<tool_call>{"name": "a", "arguments": [1]}</tool_call>', "must be a JSON object"),
+        ('<tool_call>{"name": "a"} trailing</tool_call>', "expected </tool_call>"),
+        ('<tool_call>[1, 2]</tool_call>', "expected a JSON object"),
+        ('<tool_call>{"name": "a", "arguments": "{bad"}</tool_call>', "not valid JSON"),
+        ("stray </tool_call>", "without a matching"),
+    ],
+)
+def test_malformed_tool_calls_give_clear_errors(text, fragment):
+    turn = parse_turn(text)
+    assert turn.tool_calls == ()
+    assert fragment in turn.error
+
+
+def test_arguments_as_json_string_and_valid_call_after_a_broken_one():
+    turn = parse_turn('<tool_call>{oops}</tool_call>' + '<tool_call>{"name": "b", "arguments": "{\\"k\\": 2}"}</tool_call>')
+    assert [c.arguments for c in turn.tool_calls] == [{"k": 2}]
+    assert "tool call 1" in turn.error
+
+
+def test_answer_takes_the_last_block_and_tolerates_a_missing_close():
+    assert parse_turn("<answer>1</answer> no, <answer> 2 </answer>").answer == "2"
+    assert parse_turn("think... <answer>\n12\n34").answer == "12\n34"
+    assert parse_turn("no answer").answer is None
+
+
+def test_code_prefers_the_last_python_block():
+    text = "```python\na = 1\n```\n```text\nout\n```\n```py\nb = 2\n```"
+    assert extract_code(text) == "b = 2\n"
+    assert extract_code("```\nplain\n```") == "plain\n"
+    assert extract_code("```python\nunclosed") == "unclosed"
+    assert extract_code("none") is None
+
+
+def test_openai_dict_with_tool_calls():
+    action = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "abc", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}},
+            {"type": "function", "function": {"name": "g", "arguments": {"y": 2}}},
+        ],
+    }
+    turn = parse_turn(action, call_id_prefix="call_3")
+    assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [("abc", "f", {"x": 1}), ("call_3_1", "g", {"y": 2})]
+    stored = turn.message["tool_calls"]
+    assert json.loads(stored[1]["function"]["arguments"]) == {"y": 2}
+    assert turn.message["content"] == ""
+
+
+def test_openai_dict_without_tool_calls_parses_its_content():
+    turn = parse_turn({"role": "assistant", "content": call("f", a=1)})
+    assert turn.tool_calls[0].name == "f"
+
+
+@pytest.mark.parametrize(
+    "action", [{"role": "user", "content": "x"}, {"role": "assistant", "content": 3}, {"content": "", "tool_calls": "no"}]
+)
+def test_bad_dicts_are_errors_not_exceptions(action):
+    assert parse_turn(action).errors
+
+
+@pytest.mark.parametrize("action", [None, 3, b"bytes", ["list"]])
+def test_non_text_actions_raise(action):
+    with pytest.raises(InvalidAction, match="expected the assistant turn"):
+        parse_turn(action)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text() | st.builds(lambda a, b: a + "<tool_call>" + b, st.text(), st.text()))
+def test_parser_never_raises_on_any_text(text):
+    turn = parse_turn(text)
+    assert turn.message["content"] == text
+    for c in turn.tool_calls:
+        assert isinstance(c.arguments, dict)

@@ -1,0 +1,163 @@
+"""The ``textgym`` command line: list, play, eval, train and sft.
+
+Each command imports what it needs inside the command, so ``textgym list`` never loads an
+env, and only ``train``/``sft`` load a deep-learning backend. Usage errors and textgym errors
+print one line and exit with status 2; there are no tracebacks for a user's mistakes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+
+from textgym.error import TextGymError
+
+# (command, module, add-arguments function, run function, help) for commands that live in
+# other modules; they are imported only when the command line names them.
+_DELEGATED = (
+    ("eval", "textgym.evaluate", "add_arguments", "run", "compare policies on the same seeds"),
+    ("train", "textgym.algos.train", "add_train_arguments", "run_train", "GRPO training (jax or torch backend)"),
+    ("sft", "textgym.algos.train", "add_sft_arguments", "run_sft", "supervised warm start on oracle demonstrations"),
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr and exit status 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse hook
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    parser = _Parser(prog="textgym", description="Multi-turn text environments for language-model RL.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    sub.add_parser("list", help="list the registered environment ids")
+
+    play = sub.add_parser("play", help="play an environment yourself in the terminal")
+    play.add_argument("env_id", help="environment id, e.g. textgym/Sudoku-v0")
+    play.add_argument("--seed", type=int, default=None, help="task seed")
+    play.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON object of env keyword arguments")
+
+    wanted = argv[0] if argv else None
+    for name, module, add_args, _, help_text in _DELEGATED:
+        cmd = sub.add_parser(name, help=help_text)
+        if name == wanted:  # import the command's module only when it is the one being run
+            try:
+                getattr(_import(module), add_args)(cmd)
+            except ImportError as exc:
+                parser.exit(2, f"textgym {name}: error: {exc}\n")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (TextGymError, ValueError, FileNotFoundError, ImportError) as exc:
+        print(f"textgym {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "list":
+        return cmd_list()
+    if args.command == "play":
+        return cmd_play(args.env_id, args.seed, args.env_kwargs)
+    for name, module, _, run, _ in _DELEGATED:
+        if args.command == name:
+            return int(getattr(_import(module), run)(args) or 0)
+    raise AssertionError(args.command)
+
+
+def cmd_list() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from textgym.registration import ENVS
+
+    table = Table("id", "description", box=None, show_header=True)
+    for entry in ENVS:
+        table.add_row(entry.id, entry.description)
+    Console(width=160).print(table)
+    return 0
+
+
+def cmd_play(env_id: str, seed: int | None, env_kwargs: dict, read: Callable[[str], str] = input) -> int:
+    """Play an env: type the assistant's turn; an empty line sends it, /quit leaves, /new restarts."""
+    env = make_env(env_id, render_mode="ansi", **env_kwargs)
+    print(f"{env_id}: type your turn (several lines allowed); an empty line sends it. /new, /quit.")
+    obs, info = env.reset(seed=seed)
+    print(env.render())
+    shown = len(obs)
+    while True:
+        lines = []
+        while True:
+            try:
+                line = read("> " if not lines else ". ")
+            except EOFError:
+                return 0
+            if line.strip() == "/quit":
+                return 0
+            if line.strip() == "/new":
+                obs, info = env.reset()
+                print(env.render())
+                shown, lines = len(obs), []
+                continue
+            if not line and lines:
+                break
+            if line:
+                lines.append(line)
+        obs, reward, terminated, truncated, info = env.step("\n".join(lines))
+        for msg in obs[shown + 1 :]:
+            print(f"[{msg['role']}] {msg['content']}")
+        shown = len(obs)
+        if terminated or truncated:
+            verdict = "solved" if info.get("success") else "not solved"
+            print(f"episode over after {info['turn']} turns: {verdict}, reward {reward:g}")
+            print(json.dumps(info.get("verification"), default=str)[:2000])
+            obs, info = env.reset()
+            print("\nnew task:\n" + env.render())
+            shown = len(obs)
+
+
+def make_env(env_id: str, **kwargs):
+    """``gym.make`` with a one-line error for an unknown id."""
+    import gymnasium as gym
+
+    import textgym  # noqa: F401 - registers the ids
+
+    if env_id not in gym.registry:
+        known = ", ".join(e for e in gym.registry if e.startswith("textgym/"))
+        raise TextGymError(f"unknown environment id {env_id!r}; known ids: {known}")
+    try:
+        return gym.make(env_id, **kwargs)
+    except TypeError as exc:  # an unknown or mistyped keyword argument
+        raise TextGymError(f"cannot make {env_id}: {exc}") from None
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc.msg}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
+
+
+def _import(module: str):
+    import importlib
+
+    return importlib.import_module(module)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
