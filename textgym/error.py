@@ -31,6 +31,10 @@ class ToolError(TextGymError):
     """
 
 
+class EndpointError(TextGymError, RuntimeError):
+    """A model endpoint (an OpenAI-compatible server) failed after its retries."""
+
+
 class MissingDependency(TextGymError, ImportError):
     """An optional extra is needed; the message names the ``pip install`` command."""
 
