@@ -1,0 +1,38 @@
+"""Framework-free GRPO: the config, group-relative advantages, batch packing and the loss.
+
+Both trainers (``textgym.algos.jax`` and ``textgym.algos.torch``) consume what this package
+produces and implement :func:`grpo_loss` in their framework; this package needs only numpy.
+
+Alignment convention (shared by every array in a :class:`Batch`, by the samplers and by both
+backends' ``logprobs``): the logprob at position ``t`` is ``log p(input_ids[t] | input_ids[:t])``.
+A model's logits at position ``t - 1`` therefore score token ``t``; position 0 has no logprob
+(it is 0 and never in the loss mask).
+
+Typical use::
+
+    batch = pack(rollouts, config, pad_id=tokenizer.pad_token_id)
+    for micro in split_micro_batches(batch, config.micro_batch_size):
+        ...  # forward, loss with micro.loss_weights, backward; gradients simply add up
+
+References:
+    Shao et al., 2024, DeepSeekMath (GRPO). Yu et al., 2025, DAPO (clip-higher, token-mean,
+    overlong filtering). Liu et al., 2025, Understanding R1-Zero-Like Training (Dr. GRPO).
+    Schulman, 2020, Approximating KL Divergence (k3).
+"""
+
+from textgym.algos.grpo.advantages import group_advantages, group_ids
+from textgym.algos.grpo.batch import Batch, bucket_length, loss_weights, pack, split_micro_batches
+from textgym.algos.grpo.config import GRPOConfig
+from textgym.algos.grpo.loss import grpo_loss
+
+__all__ = [
+    "Batch",
+    "GRPOConfig",
+    "bucket_length",
+    "group_advantages",
+    "group_ids",
+    "grpo_loss",
+    "loss_weights",
+    "pack",
+    "split_micro_batches",
+]

@@ -1,0 +1,191 @@
+"""Packing rollouts into the fixed-shape numpy batch that both backends train on.
+
+Shapes are chosen so that a jitted step compiles a handful of times per run, not once per step:
+the sequence length is rounded up to a power-of-two bucket and the number of rows to a multiple of
+the micro-batch size (padding rows have an all-zero mask).
+
+Normalisation is decided here, once, for the whole batch: each policy token gets a weight
+``loss_weights[i, t]`` such that the loss is ``sum(weights * token_loss)``. Because the weights
+already contain the global token and sequence counts, the sum over micro-batches equals the loss
+of the whole batch exactly, whatever the micro-batch size (tunix normalises per micro-batch, which
+makes gradient accumulation change the objective).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from textgym.algos.grpo.advantages import group_advantages, group_ids
+from textgym.algos.grpo.config import GRPOConfig
+from textgym.rollout import Rollout
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A packed GRPO batch of ``B`` rows and ``T`` tokens (right-padded).
+
+    Alignment: ``old_logprobs[i, t]`` is the log-probability of ``input_ids[i, t]`` given
+    ``input_ids[i, :t]``, so column 0 is never trained (``loss_mask[:, 0] == 0``).
+
+    Attributes:
+        input_ids: ``(B, T)`` int32 token ids, ``pad_id`` after each sequence.
+        attention_mask: ``(B, T)`` int32, 1 on real tokens.
+        positions: ``(B, T)`` int32 RoPE positions (0-based, constant over padding).
+        loss_mask: ``(B, T)`` float32, 1 on the policy tokens that are trained.
+        old_logprobs: ``(B, T)`` float32 sampler logprobs, or None when the rollouts had none
+            (the learner then uses the current policy's, detached).
+        advantages: ``(B,)`` float32, one per sequence, 0 on padding rows.
+        loss_weights: ``(B, T)`` float32 aggregation weights (0 off the loss mask).
+        rewards: ``(B,)`` float32 episode rewards, 0 on padding rows.
+        num_sequences: Real rows in the whole batch (global; not per micro-batch).
+        token_count: Policy tokens in the whole batch (global; not per micro-batch).
+    """
+
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    positions: np.ndarray
+    loss_mask: np.ndarray
+    old_logprobs: np.ndarray | None
+    advantages: np.ndarray
+    loss_weights: np.ndarray
+    rewards: np.ndarray
+    num_sequences: int
+    token_count: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(B, T)``."""
+        return self.input_ids.shape  # type: ignore[return-value]
+
+    def replace(self, **changes) -> "Batch":
+        """A copy with some fields changed (e.g. ``old_logprobs`` filled in by a learner)."""
+        return dataclasses.replace(self, **changes)
+
+
+def bucket_length(n: int, max_length: int, min_bucket: int = 16) -> int:
+    """The padded length for ``n`` tokens: the next power of two >= ``min_bucket``, capped.
+
+    Example:
+        >>> [bucket_length(n, 1000) for n in (1, 16, 17, 600, 1000)]
+        [16, 16, 32, 1000, 1000]
+    """
+    bucket = max(min_bucket, 1 << max(0, int(n) - 1).bit_length())
+    return min(bucket, max_length)
+
+
+def loss_weights(loss_mask: np.ndarray, config: GRPOConfig) -> np.ndarray:
+    """Per-token weights implementing ``config.loss_aggregation`` over a whole batch.
+
+    ``sequences`` counts rows with at least one policy token, so masked (e.g. truncated) and
+    padding rows do not dilute the mean.
+
+    Args:
+        loss_mask: ``(B, T)`` mask of the *whole* batch.
+        config: Supplies ``loss_aggregation`` and the Dr. GRPO constant.
+
+    Returns:
+        ``(B, T)`` float32 weights that sum to 1 for ``token-mean`` and ``seq-mean-token-mean``.
+    """
+    mask = np.asarray(loss_mask, dtype=np.float64)
+    per_seq = mask.sum(axis=1, keepdims=True)
+    sequences = max(1, int((per_seq > 0).sum()))
+    mode = config.loss_aggregation
+    if mode == "token-mean":
+        weights = mask / max(1.0, mask.sum())
+    elif mode == "seq-mean-token-mean":
+        weights = mask / np.maximum(per_seq, 1.0) / sequences
+    elif mode == "seq-mean-token-sum":
+        weights = mask / sequences
+    else:  # constant (Dr. GRPO)
+        weights = mask / (sequences * config.dr_grpo_constant)
+    return weights.astype(np.float32)
+
+
+def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
+    """Pack token rollouts (from :class:`textgym.wrappers.TokenObservation`) into a :class:`Batch`.
+
+    Sequences longer than ``config.max_length`` are cut there. Rows are padded to a multiple of
+    ``config.micro_batch_size`` and tokens to :func:`bucket_length`.
+
+    Args:
+        rollouts: Episodes with ``token_ids``, ``loss_mask`` and (optionally) ``logprobs``.
+        config: The GRPO configuration.
+        pad_id: Token id written after each sequence (never attended to or trained on).
+
+    Raises:
+        ValueError: A rollout has no tokens (a text env without the token wrapper), or only
+            some rollouts have logprobs.
+    """
+    if not rollouts:
+        raise ValueError("cannot pack an empty list of rollouts")
+    if any(r.token_ids is None or r.loss_mask is None for r in rollouts):
+        raise ValueError("every rollout needs token_ids and loss_mask: wrap the env in TokenObservation")
+    with_logprobs = [r.logprobs is not None for r in rollouts]
+    if any(with_logprobs) and not all(with_logprobs):
+        raise ValueError("either every rollout has logprobs or none has")
+
+    n = len(rollouts)
+    rows = -(-n // config.micro_batch_size) * config.micro_batch_size
+    lengths = [min(len(r.token_ids), config.max_length) for r in rollouts]
+    length = bucket_length(max(lengths), config.max_length)
+
+    input_ids = np.full((rows, length), pad_id, dtype=np.int32)
+    attention_mask = np.zeros((rows, length), dtype=np.int32)
+    loss_mask = np.zeros((rows, length), dtype=np.float32)
+    old_logprobs = np.zeros((rows, length), dtype=np.float32) if all(with_logprobs) else None
+    for i, (r, size) in enumerate(zip(rollouts, lengths)):
+        input_ids[i, :size] = r.token_ids[:size]
+        attention_mask[i, :size] = 1
+        if not (config.mask_truncated and r.truncated):
+            loss_mask[i, :size] = r.loss_mask[:size]
+        if old_logprobs is not None:
+            old_logprobs[i, :size] = r.logprobs[:size]
+    loss_mask[:, 0] = 0.0  # no logprob exists for the first token
+    positions = np.maximum(np.cumsum(attention_mask, axis=1) - 1, 0).astype(np.int32)
+
+    rewards = np.zeros(rows, dtype=np.float32)
+    rewards[:n] = [r.reward for r in rollouts]
+    advantages = np.zeros(rows, dtype=np.float32)
+    groups = group_ids([r.group for r in rollouts], config.group_size)
+    advantages[:n] = group_advantages(rewards[:n], groups, config.advantage_scaling, config.advantage_eps)
+
+    return Batch(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        positions=positions,
+        loss_mask=loss_mask,
+        old_logprobs=old_logprobs,
+        advantages=advantages,
+        loss_weights=loss_weights(loss_mask, config),
+        rewards=rewards,
+        num_sequences=n,
+        token_count=int(loss_mask.sum()),
+    )
+
+
+def split_micro_batches(batch: Batch, micro_batch_size: int) -> list[Batch]:
+    """Split along rows; global counts and weights are kept, so micro-batch losses sum to the total.
+
+    Raises:
+        ValueError: The row count is not a multiple of ``micro_batch_size`` (``pack`` pads it).
+    """
+    rows = batch.shape[0]
+    if micro_batch_size < 1 or rows % micro_batch_size:
+        raise ValueError(f"expected a micro_batch_size dividing {rows} rows, got {micro_batch_size}")
+    out = []
+    for start in range(0, rows, micro_batch_size):
+        part = slice(start, start + micro_batch_size)
+        out.append(
+            batch.replace(
+                **{
+                    f.name: getattr(batch, f.name)[part]
+                    for f in dataclasses.fields(batch)
+                    if isinstance(getattr(batch, f.name), np.ndarray)
+                }
+            )
+        )
+    return out

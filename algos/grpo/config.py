@@ -1,0 +1,132 @@
+"""The one GRPO configuration that both backends (JAX and torch) read.
+
+Every knob of the objective lives here, so switching ``backend`` changes nothing else. Choices
+between behaviours are ``Literal`` fields validated once, in ``__post_init__``; the loss and the
+packer read them without re-checking.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal, get_args, get_type_hints
+
+LossAggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "constant"]
+AdvantageScaling = Literal["group", "batch", "none"]
+LRSchedule = Literal["constant", "linear", "cosine"]
+ComputeDType = Literal["float32", "bfloat16"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GRPOConfig:
+    """Group Relative Policy Optimisation, with the fixes the literature found since.
+
+    The objective per policy token ``t`` of sequence ``i`` is the clipped surrogate of PPO with
+    asymmetric clipping (DAPO's "clip-higher") plus a k3 KL penalty against a frozen reference::
+
+        r = exp(logp - old_logp)
+        pg = -min(r * A_i, clip(r, 1 - clip_eps_low, 1 + clip_eps_high) * A_i)
+        kl = exp(ref_logp - logp) - (ref_logp - logp) - 1          # k3, >= 0, unbiased
+        loss = sum_{i,t} w_{i,t} * (pg + kl_beta * kl)
+
+    where the weights ``w`` implement ``loss_aggregation`` with counts taken over the whole batch
+    (see :func:`textgym.algos.grpo.pack`).
+
+    Attributes:
+        group_size: Completions sampled per prompt; rollouts without a ``group`` id are grouped
+            in consecutive chunks of this size.
+        clip_eps_low: Lower clip range, ``ratio >= 1 - clip_eps_low`` for negative advantages.
+        clip_eps_high: Upper clip range; DAPO (Yu et al., 2025) uses 0.28 > 0.2 to keep entropy.
+        kl_beta: Weight of the k3 KL to the frozen reference policy; 0 disables the reference
+            forward pass entirely.
+        loss_aggregation: How token losses become one number. ``token-mean``: divide by all policy
+            tokens in the batch (DAPO). ``seq-mean-token-mean``: mean per sequence, then mean over
+            sequences (original GRPO; favours short answers). ``seq-mean-token-sum``: sum per
+            sequence, mean over sequences. ``constant``: sum over everything divided by
+            ``num_sequences * loss_constant`` (Dr. GRPO, Liu et al., 2025: no length bias).
+        loss_constant: The Dr. GRPO normaliser per sequence; ``None`` means ``max_length``.
+        advantage_scaling: ``group``: ``(r - mean_g) / (std_g + eps)`` (GRPO). ``batch``: divide
+            by the batch's reward std instead (robust when a group's rewards are all equal).
+            ``none``: ``r - mean_g`` only (Dr. GRPO).
+        advantage_eps: Added to the std before dividing.
+        num_iterations: Policy updates per batch (GRPO's mu). Ratios use the sampler's logprobs
+            as ``old_logp``; with ``mu > 1`` they make the clipping bite.
+        mask_truncated: Drop truncated episodes from the loss (DAPO's overlong filtering): their
+            reward says nothing about the answer. They still count in the group statistics.
+        lr: Peak learning rate of AdamW.
+        lr_schedule: ``constant``, or ``linear`` / ``cosine`` decay to 0 at ``total_steps``.
+        warmup_steps: Linear warm-up from 0 to ``lr``.
+        total_steps: Optimiser steps of the run (the decay horizon).
+        weight_decay: AdamW's decoupled weight decay.
+        adam_beta1: AdamW's first-moment decay.
+        adam_beta2: AdamW's second-moment decay.
+        adam_eps: AdamW's epsilon.
+        max_grad_norm: Global gradient-norm clip; ``0`` disables it.
+        micro_batch_size: Sequences per forward/backward; gradients accumulate over the batch.
+        max_length: Longest packed sequence (prompt and all turns); longer ones are cut.
+        max_new_tokens: Most tokens the sampler generates in one assistant turn.
+        temperature: Sampling temperature; the learner divides logits by it too, so that the
+            trained distribution is the one that was sampled.
+        top_p: Nucleus sampling threshold of the sampler.
+        compute_dtype: Activations' dtype in the learner (parameters and optimiser state stay
+            float32).
+        seed: Seeds sampling and any other randomness of the trainer.
+    """
+
+    group_size: int = 8
+    clip_eps_low: float = 0.2
+    clip_eps_high: float = 0.2
+    kl_beta: float = 0.0
+    loss_aggregation: LossAggregation = "token-mean"
+    loss_constant: int | None = None
+    advantage_scaling: AdvantageScaling = "group"
+    advantage_eps: float = 1e-6
+    num_iterations: int = 1
+    mask_truncated: bool = False
+    lr: float = 1e-6
+    lr_schedule: LRSchedule = "constant"
+    warmup_steps: int = 0
+    total_steps: int = 1000
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-8
+    max_grad_norm: float = 1.0
+    micro_batch_size: int = 8
+    max_length: int = 1024
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    compute_dtype: ComputeDType = "float32"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        hints = get_type_hints(type(self))
+        for f in fields(self):
+            allowed = get_args(hints[f.name])
+            if allowed and all(isinstance(a, str) for a in allowed):
+                value = getattr(self, f.name)
+                if value not in allowed:
+                    raise ValueError(f"{f.name} must be one of {allowed}, got {value!r}")
+        for name in ("group_size", "num_iterations", "micro_batch_size", "max_length", "max_new_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("clip_eps_low", "clip_eps_high", "kl_beta", "lr", "weight_decay", "max_grad_norm"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 <= self.clip_eps_low < 1:
+            raise ValueError(f"clip_eps_low must be in [0, 1), got {self.clip_eps_low}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.loss_constant is not None and self.loss_constant < 1:
+            raise ValueError(f"loss_constant must be >= 1 or None, got {self.loss_constant}")
+        if self.warmup_steps < 0 or self.total_steps < 1:
+            raise ValueError(
+                f"expected warmup_steps >= 0 and total_steps >= 1, got {self.warmup_steps}, {self.total_steps}"
+            )
+
+    @property
+    def dr_grpo_constant(self) -> int:
+        """The per-sequence normaliser of ``loss_aggregation="constant"``."""
+        return self.max_length if self.loss_constant is None else self.loss_constant
