@@ -35,6 +35,14 @@ class EndpointError(TextGymError, RuntimeError):
     """A model endpoint (an OpenAI-compatible server) failed after its retries."""
 
 
+class TemplateError(TextGymError, ValueError):
+    """A tokenizer or chat template cannot give exact token-in/token-out trajectories.
+
+    Raised by :class:`textgym.wrappers.TokenObservation` when a template re-renders past turns
+    (it is not prefix-preserving) or the tokenizer does not decode its own ids back to the text.
+    """
+
+
 class MissingDependency(TextGymError, ImportError):
     """An optional extra is needed; the message names the ``pip install`` command."""
 
