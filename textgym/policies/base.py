@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from textgym.messages import thaw
 
 
 @dataclass
@@ -26,3 +28,22 @@ class Policy(Protocol):
     def act(self, observations: Sequence[Any], infos: Sequence[dict[str, Any]] | None = None) -> PolicyOutput:
         """Return one action per observation."""
         ...
+
+
+class SlotTools:
+    """The OpenAI tool schemas that the env in each batch slot declared at its last reset.
+
+    Envs give ``info["tools"]`` only in reset infos (including autoresets inside a vector env),
+    so a policy that calls tools remembers them per slot until the slot's next reset.
+    """
+
+    def __init__(self) -> None:
+        self._tools: dict[int, list[dict[str, Any]]] = {}
+
+    def update(self, infos: Sequence[dict[str, Any]] | None) -> None:
+        for i, info in enumerate(infos or ()):
+            if info and info.get("tools") is not None:
+                self._tools[i] = [thaw(t) for t in info["tools"] if isinstance(t, Mapping)]
+
+    def __getitem__(self, slot: int) -> list[dict[str, Any]]:
+        return self._tools.get(slot, [])

@@ -1,0 +1,72 @@
+"""Adapt a local model's batched ``generate`` to the policy protocol, for token envs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from textgym.policies.base import PolicyOutput
+
+
+class Generator(Protocol):
+    """What the JAX and torch backends' samplers provide."""
+
+    def generate(
+        self, prompts: list[np.ndarray], max_new_tokens: int, temperature: float, seed: int
+    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Sample a continuation of each prompt; return the new ids and their logprobs."""
+        ...
+
+
+class ModelPolicy:
+    """Sample actions with a local model from token observations (``TokenObservation`` envs).
+
+    Token-in/token-out: the prompt is the observation's ``int32`` ids as they are, and the
+    action is the sampled ids, kept verbatim so the trajectory holds exactly what was sampled.
+    Each call uses a fresh seed (``seed``, ``seed + 1``, ...) so repeated turns differ while a
+    run stays reproducible.
+
+    Args:
+        model: Any object with ``generate(prompts, max_new_tokens, temperature, seed)`` returning
+            ``(ids, logprobs)``, two lists of 1-D arrays, one pair per prompt.
+        max_new_tokens: Most tokens sampled per turn.
+        temperature: Sampling temperature (0 is greedy where the backend supports it).
+        seed: Seed of the first call.
+    """
+
+    def __init__(self, model: Generator, max_new_tokens: int = 256, temperature: float = 1.0, seed: int = 0):
+        if not callable(getattr(model, "generate", None)):
+            raise TypeError(f"expected a model with a generate(prompts, ...) method, got {type(model).__name__}")
+        if int(max_new_tokens) < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        self.model = model
+        self.max_new_tokens = int(max_new_tokens)
+        self.temperature = float(temperature)
+        self.seed = int(seed)
+        self.calls = 0
+
+    def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]] | None = None) -> PolicyOutput:
+        prompts = []
+        for obs in observations:
+            if not (isinstance(obs, np.ndarray) and obs.ndim == 1 and np.issubdtype(obs.dtype, np.integer)):
+                raise TypeError(
+                    f"ModelPolicy needs token observations (1-D int arrays), got {type(obs).__name__}; "
+                    "wrap the env in textgym.wrappers.TokenObservation"
+                )
+            prompts.append(obs.astype(np.int32, copy=False))
+        ids, logprobs = self.model.generate(
+            prompts, max_new_tokens=self.max_new_tokens, temperature=self.temperature, seed=self.seed + self.calls
+        )
+        self.calls += 1
+        if len(ids) != len(prompts) or len(logprobs) != len(prompts):
+            raise ValueError(f"generate returned {len(ids)} ids and {len(logprobs)} logprobs for {len(prompts)} prompts")
+        actions = [np.asarray(x, dtype=np.int32) for x in ids]
+        lps = [np.asarray(x, dtype=np.float32) for x in logprobs]
+        for a, lp in zip(actions, lps):
+            if a.shape != lp.shape:
+                raise ValueError(f"generate returned {a.shape[0]} ids but {lp.shape[0]} logprobs for one prompt")
+        return PolicyOutput(actions, lps)

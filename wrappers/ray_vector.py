@@ -1,0 +1,236 @@
+"""A vector env whose sub-envs live in Ray actors, across the cores of one machine or a cluster.
+
+Gymnasium's async vector env stops at one machine; environments whose steps are expensive (code
+sandboxes, databases) or numerous scale further as Ray actors. :class:`RayVectorEnv` keeps the
+``gymnasium.vector.VectorEnv`` API exactly (per-env seeds, the three autoreset modes,
+``call``/``get_attr``/``set_attr``), so ``textgym.rollout.collect``, the policies and the trainers
+use it unchanged. ``ray`` is imported only when one is made (``pip install 'textgym[ray]'``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+
+from textgym.error import require
+
+
+def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
+    """``gym.make`` inside a Ray worker, registering textgym's ids first (the worker is a fresh process)."""
+    import textgym  # noqa: F401 - registers the ids
+
+    return gym.make(env_id, **kwargs)
+
+
+class EnvShard:
+    """Several sub-envs in one Ray actor, stepped in a loop with Gymnasium's autoreset rules.
+
+    One actor per sub-env is the most parallel; a few envs per actor saves processes when steps
+    are cheap (each actor is a Python process).
+    """
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], autoreset_mode: AutoresetMode):
+        self.envs = [fn() for fn in env_fns]
+        self.autoreset_mode = autoreset_mode
+        self.needs_reset = [False] * len(self.envs)
+
+    def spaces(self) -> tuple[gym.Space, gym.Space, dict[str, Any], str | None]:
+        env = self.envs[0]
+        return env.observation_space, env.action_space, dict(env.metadata), env.render_mode
+
+    def reset(self, seeds: Sequence[int | None], options: dict[str, Any] | None, mask: Sequence[bool]):
+        results = []
+        for i, (env, seed, on) in enumerate(zip(self.envs, seeds, mask)):
+            if on:
+                self.needs_reset[i] = False
+                results.append(env.reset(seed=seed, options=options))
+            else:
+                results.append(None)
+        return results
+
+    def step(self, actions: Sequence[Any]):
+        results = []
+        for i, (env, action) in enumerate(zip(self.envs, actions)):
+            if self.autoreset_mode == AutoresetMode.NEXT_STEP and self.needs_reset[i]:
+                obs, info = env.reset()
+                result = (obs, 0.0, False, False, info)
+            else:
+                if self.autoreset_mode == AutoresetMode.DISABLED and self.needs_reset[i]:
+                    raise gym.error.ResetNeeded(f"sub-env {i} of this shard ended; reset it (autoreset is disabled)")
+                result = env.step(action)
+                if self.autoreset_mode == AutoresetMode.SAME_STEP and (result[2] or result[3]):
+                    obs, info = env.reset()
+                    info = {**info, "final_obs": result[0], "final_info": result[4]}
+                    result = (obs, result[1], result[2], result[3], info)
+            self.needs_reset[i] = bool(result[2] or result[3])
+            results.append(result)
+        return results
+
+    def call(self, name: str, args: tuple, kwargs: dict[str, Any]) -> list[Any]:
+        out = []
+        for env in self.envs:
+            attr = env.get_wrapper_attr(name)
+            out.append(attr(*args, **kwargs) if callable(attr) else attr)
+        return out
+
+    def get_attr(self, name: str) -> list[Any]:
+        return [env.get_wrapper_attr(name) for env in self.envs]
+
+    def set_attr(self, name: str, values: Sequence[Any]) -> None:
+        for env, value in zip(self.envs, values):
+            env.set_wrapper_attr(name, value)
+
+    def render(self) -> list[Any]:
+        return [env.render() for env in self.envs]
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+class RayVectorEnv(VectorEnv):
+    """Sub-envs as Ray actors behind Gymnasium's ``VectorEnv`` API.
+
+    Args:
+        env_fns: One function per sub-env that makes it (as for ``gym.vector.SyncVectorEnv``);
+            they are pickled with cloudpickle and called inside the actors.
+        address: Ray cluster address (``"auto"``, ``"ray://head:10001"``); None starts or joins a
+            local Ray. An already initialised Ray is used as it is.
+        envs_per_actor: Sub-envs hosted by each actor (1: one process per sub-env).
+        autoreset_mode: Gymnasium's autoreset mode (``next_step`` by default, as in Gymnasium).
+        actor_options: Passed to Ray's ``.options()`` (e.g. ``{"num_cpus": 1}`` or a
+            ``scheduling_strategy``); by default an actor reserves no CPU while it runs.
+        timeout: Seconds to wait for the actors on each call (None: no limit); a stuck actor
+            then raises ``ray.exceptions.GetTimeoutError`` instead of hanging.
+        ray_init_kwargs: Extra arguments for ``ray.init`` when this env starts Ray.
+
+    Example:
+        >>> from textgym.wrappers.ray_vector import RayVectorEnv  # doctest: +SKIP
+        >>> venv = RayVectorEnv.from_id("textgym/Sudoku-v0", num_envs=64, envs_per_actor=8)  # doctest: +SKIP
+        >>> obs, infos = venv.reset(seed=[0] * 4 + [1] * 4 + list(range(2, 58)))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        *,
+        address: str | None = None,
+        envs_per_actor: int = 1,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        actor_options: dict[str, Any] | None = None,
+        timeout: float | None = None,
+        ray_init_kwargs: dict[str, Any] | None = None,
+    ):
+        super().__init__()
+        if not env_fns:
+            raise ValueError("expected at least one env function, got none")
+        if int(envs_per_actor) < 1:
+            raise ValueError(f"envs_per_actor must be >= 1, got {envs_per_actor}")
+        ray = require("ray", "ray")
+        self._ray = ray
+        if not ray.is_initialized():
+            ray.init(address=address, **({"include_dashboard": False} | dict(ray_init_kwargs or {})))
+        self.num_envs = len(env_fns)
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.timeout = timeout
+        remote = ray.remote(EnvShard).options(**(actor_options or {}))
+        step = int(envs_per_actor)
+        self._bounds = [(lo, min(lo + step, self.num_envs)) for lo in range(0, self.num_envs, step)]
+        self.actors = [remote.remote(list(env_fns[lo:hi]), self.autoreset_mode) for lo, hi in self._bounds]
+        obs_space, act_space, metadata, render_mode = self._get([self.actors[0].spaces.remote()])[0]
+        self.single_observation_space, self.single_action_space = obs_space, act_space
+        self.observation_space = batch_space(obs_space, self.num_envs)
+        self.action_space = batch_space(act_space, self.num_envs)
+        self.metadata = metadata | {"autoreset_mode": self.autoreset_mode}
+        self.render_mode = render_mode
+        self._env_obs: list[Any] = [None] * self.num_envs
+
+    @classmethod
+    def from_id(cls, env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None, **kwargs: Any):
+        """``num_envs`` copies of a registered env, made inside the actors by id."""
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        fn = partial(make_env, env_id, dict(env_kwargs or {}))
+        return cls([fn] * int(num_envs), **kwargs)
+
+    def reset(self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None):
+        if seed is None:
+            seeds: list[int | None] = [None] * self.num_envs
+        elif isinstance(seed, (int, np.integer)):
+            seeds = [int(seed) + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"expected {self.num_envs} seeds (one per sub-env), got {len(seeds)}")
+        options = dict(options) if options else None
+        mask = np.ones(self.num_envs, dtype=bool)
+        if options is not None and "reset_mask" in options:
+            mask = np.asarray(options.pop("reset_mask"))
+            if mask.shape != (self.num_envs,) or mask.dtype != np.bool_ or not mask.any():
+                raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},) with a True")
+        results = self._scatter("reset", lambda lo, hi: (seeds[lo:hi], options, mask[lo:hi].tolist()))
+        infos: dict[str, Any] = {}
+        for i, result in enumerate(results):
+            if result is not None:
+                self._env_obs[i], info = result
+                infos = self._add_info(infos, info, i)
+        return self._batch_obs(), infos
+
+    def step(self, actions: Any):
+        actions = list(iterate(self.action_space, actions))
+        if len(actions) != self.num_envs:
+            raise ValueError(f"expected {self.num_envs} actions, got {len(actions)}")
+        results = self._scatter("step", lambda lo, hi: (actions[lo:hi],))
+        rewards = np.zeros(self.num_envs, dtype=np.float64)
+        terminations = np.zeros(self.num_envs, dtype=np.bool_)
+        truncations = np.zeros(self.num_envs, dtype=np.bool_)
+        infos: dict[str, Any] = {}
+        for i, (obs, reward, terminated, truncated, info) in enumerate(results):
+            self._env_obs[i] = obs
+            rewards[i], terminations[i], truncations[i] = reward, terminated, truncated
+            infos = self._add_info(infos, info, i)
+        return self._batch_obs(), rewards, terminations, truncations, infos
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        return tuple(self._scatter("call", lambda lo, hi: (name, args, kwargs)))
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        return tuple(self._scatter("get_attr", lambda lo, hi: (name,)))
+
+    def set_attr(self, name: str, values: Any) -> None:
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(f"expected {self.num_envs} values, got {len(values)}")
+        self._get([a.set_attr.remote(name, list(values[lo:hi])) for a, (lo, hi) in zip(self.actors, self._bounds)])
+
+    def render(self) -> tuple[Any, ...]:
+        return tuple(self._scatter("render", lambda lo, hi: ()))
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Close every sub-env and stop the actors; Ray itself stays up for its other users."""
+        try:
+            self._ray.get([a.close.remote() for a in self.actors], timeout=self.timeout)
+        finally:
+            for actor in self.actors:
+                self._ray.kill(actor)
+            self.actors = []
+
+    def _scatter(self, method: str, args_for: Callable[[int, int], tuple]) -> list[Any]:
+        """Call ``method`` on every actor with its slice's arguments; results in sub-env order."""
+        refs = [getattr(a, method).remote(*args_for(lo, hi)) for a, (lo, hi) in zip(self.actors, self._bounds)]
+        return [item for part in self._get(refs) for item in part]
+
+    def _get(self, refs: list[Any]) -> list[Any]:
+        return self._ray.get(refs, timeout=self.timeout)
+
+    def _batch_obs(self) -> Any:
+        # A fresh batch each time, so observations a caller kept are never overwritten.
+        out = create_empty_array(self.single_observation_space, n=self.num_envs, fn=np.zeros)
+        return concatenate(self.single_observation_space, self._env_obs, out)
