@@ -19,6 +19,45 @@ from textgym.messages import thaw
 _ARRAYS = {"token_ids": np.int32, "loss_mask": np.int8, "logprobs": np.float32}
 
 
+@dataclass(frozen=True, eq=False)
+class TokenTrajectory:
+    """The tokens of one episode, as :class:`textgym.wrappers.TokenObservation` reports them.
+
+    It travels in ``info["trajectory"]`` as one object (not as loose arrays) because vector envs
+    batch array-valued infos into one fixed-shape array, which variable lengths would break.
+
+    Attributes:
+        token_ids: ``(T,)`` int32, the whole context: prompt, sampled ids and env turns.
+        loss_mask: ``(T,)`` int8, 1 exactly on the policy-sampled ids.
+        logprobs: ``(T,)`` float32 sampler logprobs on the sampled ids (0 elsewhere), or None
+            unless every policy turn gave them.
+        turn_spans: ``[start, end)`` of each policy turn in ``token_ids``.
+        messages: The final conversation.
+    """
+
+    token_ids: np.ndarray
+    loss_mask: np.ndarray
+    logprobs: np.ndarray | None
+    turn_spans: tuple[tuple[int, int], ...]
+    messages: tuple[Mapping[str, Any], ...]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TokenTrajectory):
+            return NotImplemented
+        same_lps = (self.logprobs is None) == (other.logprobs is None) and (
+            self.logprobs is None or np.array_equal(self.logprobs, other.logprobs)
+        )
+        return (
+            np.array_equal(self.token_ids, other.token_ids)
+            and np.array_equal(self.loss_mask, other.loss_mask)
+            and same_lps
+            and self.turn_spans == other.turn_spans
+            and self.messages == other.messages
+        )
+
+    __hash__ = None  # mutable arrays inside
+
+
 @dataclass
 class Rollout:
     """One episode.

@@ -1,1 +1,5 @@
-"""textgym.wrappers"""
+"""textgym.wrappers: cross-cutting behaviour on top of any textgym env."""
+
+from textgym.wrappers.token_observation import TokenObservation
+
+__all__ = ["TokenObservation"]

@@ -1,0 +1,240 @@
+"""Token observations: any conversation env as a token-in/token-out env.
+
+Multi-turn RL breaks quietly when a trainer re-tokenizes the conversation: the ids differ from
+what the model sampled (BPE merges across turn boundaries, normalisation, malformed bytes), and
+the loss is taken on tokens the model never produced. This wrapper keeps the token context
+itself and only ever *appends*:
+
+* the policy's sampled ids, verbatim (also when they decode to malformed text);
+* after each env turn, the ids of the text that the chat template adds for it: the rest of the
+  assistant turn that the model did not sample (``<|im_end|>\\n`` for ChatML when it stopped on
+  ``<|im_end|>``), the env's new messages and the next generation prompt.
+
+That text is the difference between two renderings of the conversation that differ only by the
+new env messages, with a placeholder standing in for the assistant's text, so it never depends on
+how the sampled ids would re-tokenize. It needs a *prefix-preserving* template (rendering more
+messages only appends text); every step checks this and a template that rewrites earlier turns
+(Qwen3's removal of past ``<think>`` blocks, a date in the system prompt) raises
+:class:`~textgym.error.TemplateError` naming the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from textgym.error import InvalidAction, ResetNeeded, TemplateError, TextGymError
+from textgym.messages import thaw
+from textgym.rollout import TokenTrajectory
+from textgym.spaces import TokenSequence
+
+# Stands in for the assistant's text when the template's framing of a turn is measured.
+_PLACEHOLDER = "TEXTGYM_ASSISTANT_TURN"  # no edge whitespace: templates may trim
+_FIX = (
+    "token-in/token-out needs a prefix-preserving chat template (rendering more messages must only "
+    "append text): pass TokenObservation(env, tokenizer, chat_template=...) a template that renders "
+    "every past turn verbatim"
+)
+
+
+class TokenObservation(gym.Wrapper):
+    """Observe the token ids of the whole context; act with the sampled ids.
+
+    * Observation: a 1-D ``int32`` array (:class:`~textgym.spaces.TokenSequence`) of the whole
+      context, ending with the chat template's generation prompt while the episode runs (and
+      with the final env messages, without a generation prompt, once it ended).
+    * Action: the generated ids (a 1-D int array or a list of ints), or a mapping
+      ``{"ids": ids, "logprobs": logprobs}`` that also passes the sampler's logprob of each id
+      (Gymnasium's ``step`` takes no extra arguments), or plain text (tokenized once, as policy
+      tokens). A trailing stop token that the template uses to close the turn (``<|im_end|>``,
+      ``<|eot_id|>``) is kept in the trajectory and left out of the message text the env sees.
+    * ``info["trajectory"]`` at the end of an episode: a
+      :class:`~textgym.rollout.TokenTrajectory` with the ids, the loss mask (1 exactly on the
+      sampled ids), the logprobs (when every turn gave them), the ``[start, end)`` span of each
+      policy turn and the final conversation.
+
+    Args:
+        env: An env whose observation is the whole conversation (a sequence of chat messages)
+            and whose step appends the assistant's message and then the env's messages, such as
+            every ``textgym`` env.
+        tokenizer: A Hugging Face tokenizer with a chat template (``transformers`` tokenizers, or
+            :func:`textgym.tokenizer.tiny_tokenizer`).
+        chat_template: A Jinja template that replaces the tokenizer's own (e.g. a
+            prefix-preserving variant of it).
+
+    Raises:
+        TemplateError: The template is not prefix-preserving, renders the assistant's text other
+            than verbatim after its generation prompt, or the tokenizer does not decode its own
+            ids back to the rendered text.
+
+    Example:
+        >>> import gymnasium as gym, textgym
+        >>> from textgym.tokenizer import tiny_tokenizer
+        >>> env = TokenObservation(gym.make("textgym/Sudoku-v0"), tiny_tokenizer())  # doctest: +SKIP
+        >>> ids, info = env.reset(seed=0)  # doctest: +SKIP
+        >>> ids.dtype  # doctest: +SKIP
+        dtype('int32')
+    """
+
+    def __init__(self, env: gym.Env, tokenizer: Any, *, chat_template: str | None = None):
+        super().__init__(env)
+        if not callable(getattr(tokenizer, "apply_chat_template", None)):
+            raise TypeError(f"expected a Hugging Face tokenizer with a chat template, got {type(tokenizer).__name__}")
+        if chat_template is None and not getattr(tokenizer, "chat_template", None):
+            raise TemplateError("the tokenizer has no chat template: set tokenizer.chat_template or pass chat_template=")
+        self.tokenizer = tokenizer
+        self.chat_template = chat_template
+        self.vocab_size = len(tokenizer)
+        self.observation_space = TokenSequence(self.vocab_size)
+        self.action_space = TokenSequence(self.vocab_size)
+        self._special_ids = {int(i) for i in tokenizer.all_special_ids}
+        self._tools: list[dict[str, Any]] | None = None
+        self._conversation: tuple = ()
+        # The context as appended chunks: policy turns (sampled ids) and env text, in order.
+        self._chunks: list[np.ndarray] = []
+        self._policy: list[bool] = []
+        self._logprobs: list[np.ndarray | None] = []  # one per policy chunk
+        self._done = True
+
+    # ----- Gymnasium API -----
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        conversation, info = self.env.reset(seed=seed, options=options)
+        self._conversation = _as_conversation(conversation)
+        self._tools = [thaw(t) for t in info.get("tools") or ()] or None
+        self._chunks, self._policy, self._logprobs = [], [], []
+        self._done = False
+        self._append_env(self._render(self._conversation, generation_prompt=True))
+        return self._ids(), info
+
+    def step(self, action: Any):
+        if self._done:
+            raise ResetNeeded("call reset() before step()" if not self._chunks else "the episode has ended; call reset()")
+        ids, logprobs, text = self._sampled(action)
+        stop = self._stop_text(ids)
+        content = text if stop is None else self._decode(ids[:-1])
+        conversation, reward, terminated, truncated, info = self.env.step(content)
+        previous, self._conversation = self._conversation, _as_conversation(conversation)
+        if len(self._conversation) <= len(previous) or self._conversation[len(previous)].get("role") != "assistant":
+            raise TextGymError("TokenObservation needs an env whose step appends the assistant's message, then the env's")
+        self._done = bool(terminated or truncated)
+        bridge = self._bridge(previous, self._conversation[len(previous) + 1 :], stop or "")
+        self._append_policy(ids, logprobs)
+        self._append_env(bridge)
+        if self._done:
+            info = dict(info, trajectory=self.trajectory())
+        return self._ids(), reward, terminated, truncated, info
+
+    def trajectory(self) -> TokenTrajectory:
+        """The token trajectory so far (``info["trajectory"]`` at the end of an episode)."""
+        ids = self._ids()
+        mask = np.zeros(ids.size, np.int8)
+        spans, start = [], 0
+        for chunk, is_policy in zip(self._chunks, self._policy):
+            if is_policy:
+                spans.append((start, start + chunk.size))
+                mask[start : start + chunk.size] = 1
+            start += chunk.size
+        logprobs = None
+        if spans and all(lp is not None for lp in self._logprobs):
+            logprobs = np.zeros(ids.size, np.float32)
+            for (a, b), lp in zip(spans, self._logprobs):
+                logprobs[a:b] = lp
+        return TokenTrajectory(ids, mask, logprobs, tuple(spans), self._conversation)
+
+    # ----- tokens -----
+
+    def _ids(self) -> np.ndarray:
+        return np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.int32)
+
+    def _append_policy(self, ids: np.ndarray, logprobs: np.ndarray | None) -> None:
+        self._chunks.append(ids)
+        self._policy.append(True)
+        self._logprobs.append(logprobs)
+
+    def _append_env(self, text: str) -> None:
+        ids = np.asarray(self.tokenizer.encode(text, add_special_tokens=False), dtype=np.int32)
+        if self._decode(ids) != text:
+            raise TemplateError(
+                f"{type(self.tokenizer).__name__} does not decode its ids back to the text it encoded "
+                f"({text[:60]!r}...); token-in/token-out needs a lossless tokenizer (byte-level BPE such as "
+                "Qwen's or Llama 3's; SentencePiece tokenizers that add a prefix space are not)"
+            )
+        self._chunks.append(ids)
+        self._policy.append(False)
+
+    def _decode(self, ids: np.ndarray) -> str:
+        return self.tokenizer.decode(ids.tolist(), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def _sampled(self, action: Any) -> tuple[np.ndarray, np.ndarray | None, str]:
+        """Read an action as (ids, logprobs or None, decoded text)."""
+        logprobs = None
+        if isinstance(action, str):
+            ids = np.asarray(self.tokenizer.encode(action, add_special_tokens=False), dtype=np.int32)
+            return ids, None, self._decode(ids)
+        if isinstance(action, Mapping):
+            if "ids" not in action:
+                raise InvalidAction(f"a token action mapping needs 'ids' (and optionally 'logprobs'), got keys {sorted(action)}")
+            action, logprobs = action["ids"], action.get("logprobs")
+        ids = np.asarray(action)
+        if ids.ndim != 1 or not (ids.size == 0 or np.issubdtype(ids.dtype, np.integer)):
+            raise InvalidAction(f"expected the generated ids as a 1-D int array, a list of ints or text, got {type(action).__name__} {ids.dtype} of shape {ids.shape}")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+            raise InvalidAction(f"token ids must be in [0, {self.vocab_size}), got min {ids.min()} and max {ids.max()}")
+        ids = ids.astype(np.int32)
+        if logprobs is not None:
+            logprobs = np.asarray(logprobs, dtype=np.float32)
+            if logprobs.shape != ids.shape:
+                raise InvalidAction(f"expected one logprob per id ({ids.size}), got shape {logprobs.shape}")
+        return ids, logprobs, self._decode(ids)
+
+    def _stop_text(self, ids: np.ndarray) -> str | None:
+        """The text of a trailing special token (the sampler's stop token), if there is one."""
+        if ids.size and int(ids[-1]) in self._special_ids:
+            return self._decode(ids[-1:])
+        return None
+
+    # ----- the chat template -----
+
+    def _render(self, messages: Sequence[Mapping[str, Any]], generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(
+            [thaw(m) for m in messages],
+            tools=self._tools,
+            chat_template=self.chat_template,
+            tokenize=False,
+            add_generation_prompt=generation_prompt,
+        )
+
+    def _bridge(self, previous: tuple, env_messages: Sequence[Mapping], stop: str) -> str:
+        """The text that follows the sampled ids: the end of the assistant turn, the env's turn and
+        (unless the episode ended) the next generation prompt."""
+        turn = {"role": "assistant", "content": _PLACEHOLDER}
+        prompt = self._render(previous, generation_prompt=True)
+        closed = self._render((*previous, turn), generation_prompt=False)
+        if not closed.startswith(prompt + _PLACEHOLDER):
+            raise TemplateError(
+                "the chat template does not render an assistant turn as its generation prompt followed by the "
+                f"message text verbatim (the turn renders as {closed[len(prompt) - 40 :][:120]!r}); " + _FIX
+            )
+        after = self._render((*previous, turn, *env_messages), generation_prompt=not self._done)
+        if not after.startswith(closed):
+            raise TemplateError(
+                "the chat template is not prefix-preserving: appending the env's messages changed how earlier "
+                "turns render; " + _FIX
+            )
+        closing = closed[len(prompt) + len(_PLACEHOLDER) :]
+        if stop and closing.startswith(stop):
+            closing = closing[len(stop) :]
+        return closing + after[len(closed) :]
+
+
+def _as_conversation(conversation: Any) -> tuple:
+    if not (isinstance(conversation, Sequence) and all(isinstance(m, Mapping) for m in conversation)):
+        raise TextGymError(
+            "TokenObservation needs an env whose observation is the conversation (a sequence of messages), "
+            f"got {type(conversation).__name__}"
+        )
+    return tuple(conversation)
