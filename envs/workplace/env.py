@@ -1,0 +1,168 @@
+"""Workplace-v0: business requests fulfilled with 27 tools over a company's databases."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from textgym.env import Outcome, TextEnv, tool_messages
+from textgym.envs.workplace.schema import system_prompt
+from textgym.envs.workplace.tasks import generate, select_templates, task_from_dict
+from textgym.envs.workplace.tools import WorkplaceTools
+from textgym.envs.workplace.verify import compare
+from textgym.envs.workplace.world import get_world
+from textgym.error import ResetNeeded
+from textgym.messages import FrozenDict, system, user
+from textgym.parsing import ParsedTurn
+from textgym.tasks import Task
+from textgym.tools import Toolset
+
+
+class WorkplaceEnv(TextEnv):
+    """A workplace assistant over SQLite email, calendar, analytics, project and CRM databases.
+
+    ## Description
+    The user asks for something a colleague would ("reply to Raj's last email", "move all of
+    Lena's reviewed tasks to Completed", "clear my Friday and tell everyone"). The agent fulfils
+    it over several turns by calling tools on its own copy of a synthetic company's databases;
+    the episode is scored by comparing the final database with the state that the ground-truth
+    calls produce (WorkBench's outcome-centric evaluation, without its known flaws: paginated
+    instead of capped searches, order- and id-independent multiset matching, normalised case and
+    datetime formats, and explicit side-effect detection).
+
+    ## Prompt
+    A system message (who the user is, today's date 2023-11-30, the current time and the
+    working hours 09:00-18:00) and a user message with the request. ``info["tools"]`` holds the
+    27 OpenAI tool schemas; ``info["category"]`` the task's category.
+
+    ## Action format
+    An assistant turn as text with ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
+    blocks, or an OpenAI assistant message dict with ``tool_calls``; several calls per turn run
+    in order. A turn without tool calls is the final answer and ends the episode.
+
+    ## Tools
+    company_directory, email (search, read, send, reply, forward, delete), calendar (search,
+    read, create, update, delete), analytics (counts, averages, plots), project management and
+    CRM (search, read, create/add, update, delete); names and arguments as NeMo Gym's
+    workplace_assistant. Results are JSON text; bad arguments return an error and change nothing.
+
+    ## Reward
+    1.0 when the final state matches the expected state, else 0.0, given at the end of the
+    episode (also on truncation: the state is what counts). ``info["verification"]`` holds the
+    row-level diff per table and the ``side_effect`` and ``noop`` flags.
+
+    ## Episode end
+    ``terminated`` on a turn without tool calls; ``truncated`` after ``max_turns`` turns.
+
+    ## Arguments
+    world_seed: Seed of the synthetic company (0, the default, is the reference world).
+    data_dir: A directory of CSV tables in WorkBench's column layout to use as the world instead.
+    categories: Restrict generated tasks to these categories.
+    difficulty: Restrict generated tasks to "easy", "medium" or "hard" templates.
+    tasks, max_turns, max_action_chars, render_mode: as :class:`~textgym.env.TextEnv`.
+
+    ## Options
+    ``reset(options={"task": {"query": ..., "ground_truth": [...]}})`` pins a task (our JSONL
+    format, NeMo Gym's workplace_assistant rows or a Task record); ``{"task_index": i}`` picks
+    one from ``tasks=``.
+
+    ## Version history
+    v0: initial release.
+    """
+
+    def __init__(
+        self,
+        *,
+        world_seed: int = 0,
+        data_dir: str | None = None,
+        categories: Sequence[str] | None = None,
+        difficulty: str | None = None,
+        tasks: Any = None,
+        max_turns: int = 20,
+        max_action_chars: int = 32_768,
+        render_mode: str | None = None,
+    ):
+        self.world = get_world(world_seed, data_dir)
+        self._pool = select_templates(categories, difficulty)
+        super().__init__(tasks=tasks, max_turns=max_turns, max_action_chars=max_action_chars, render_mode=render_mode)
+        self._session = WorkplaceTools(self.world.connect())
+        self._toolset = self._session.toolset()
+        self._reference = WorkplaceTools(self.world.connect())
+        self._reference_toolset = self._reference.toolset()
+        self._oracle_done = False
+
+    @property
+    def tools(self) -> Toolset:
+        return self._toolset
+
+    @property
+    def db(self):
+        """The live session database (a ``sqlite3.Connection``)."""
+        return self._session.db
+
+    # ----- TextEnv hooks -----
+
+    def generate_task(self, rng) -> Task:
+        return generate(self.world, rng, self._pool)
+
+    def task_from_dict(self, d) -> Task:
+        return task_from_dict(d)
+
+    def begin(self, task: Task) -> list[FrozenDict]:
+        self.world.restore(self._session.db)
+        self._session.written = set()
+        self._oracle_done = False
+        return [system(system_prompt()), user(task.data["query"])]
+
+    def respond(self, turn: ParsedTurn) -> Outcome:
+        if not turn.tool_calls:
+            success, verification = self.verify()
+            return Outcome(reward=float(success), terminated=True, success=success, verification=verification)
+        if [{"name": c.name, "arguments": c.arguments} for c in turn.tool_calls] == list(self.task.answer):
+            self._oracle_done = True
+        messages, errors = tool_messages(self._toolset, turn)
+        return Outcome(messages=messages, error="; ".join(errors) or None)
+
+    def verdict(self) -> tuple[bool, Any]:
+        return self.verify()
+
+    # ----- Gymnasium API additions -----
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        obs, info = super().reset(seed=seed, options=options)
+        info["category"] = self.task.metadata.get("category")
+        info["difficulty"] = self.task.metadata.get("difficulty")
+        return obs, info
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = super().step(action)
+        info["category"] = self.task.metadata.get("category")
+        if truncated:  # the state decides, whether or not the agent said it was done
+            reward = float(info["success"])
+        return obs, reward, terminated, truncated, info
+
+    # ----- verification and oracle -----
+
+    def verify(self) -> tuple[bool, dict[str, Any]]:
+        """Compare the live state with the ground truth replayed on a fresh copy of the world."""
+        if self.task is None:
+            raise ResetNeeded("call reset() before verify()")
+        ref = self._reference
+        self.world.restore(ref.db)
+        ref.written = set()
+        errors = []
+        for c in self.task.answer:
+            result = self._reference_toolset.call(c["name"], c["arguments"])
+            if result.error:
+                errors.append(f"{c['name']}: {result.error}")
+        return compare(self.world, self._session.db, ref.db, self._session.written | ref.written, errors)
+
+    def oracle_action(self) -> str | dict:
+        """All ground-truth calls in one turn, then a final message that ends the episode."""
+        if self.task is None:
+            raise ResetNeeded("call reset() before oracle_action()")
+        if self.task.answer and not self._oracle_done and not self._done:
+            calls = [{"type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}} for c in self.task.answer]
+            return {"role": "assistant", "content": "", "tool_calls": calls}
+        return "Done: the request has been handled."

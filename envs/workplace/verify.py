@@ -1,0 +1,141 @@
+"""State verification: the session's final database against the one the ground truth produces.
+
+The reference state is made by replaying the ground-truth calls on a fresh copy of the world.
+Both states are compared table by table as multisets of rows without the system-assigned id
+column, after normalising free text (case, runs of whitespace), addresses (case) and datetimes
+(any ISO spelling), so call order, the ids that creation assigned, ``"2023-12-01T10:00"`` versus
+``"2023-12-01 10:00:00"`` and ``"Raj.Patel@Atlas.com"`` versus ``"raj.patel@atlas.com"`` do not
+matter, while any unintended change (a duplicate send, an extra delete, a wrong field) does.
+
+The verdict carries the row-level diff per table (``missing``: expected rows that are absent,
+``unexpected``: rows that should not be there) and two flags: ``side_effect`` (the agent touched a
+row the ground truth leaves alone, or created more rows than it) and ``noop`` (the task needs no
+change at all). Only tables written by the agent or the ground truth are read: the others still
+equal the template.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from datetime import date, datetime
+from typing import Any
+
+from textgym.envs.workplace import schema as S
+from textgym.envs.workplace.world import World
+
+MAX_DIFF_ROWS = 20
+
+
+def normalize(kind: str, value: Any) -> Any:
+    """One cell in the form the comparison uses (see the module docstring)."""
+    if value is None:
+        return ""
+    if kind in ("int", "number", "bool"):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return " ".join(str(value).split()).casefold()
+        return int(number) if number.is_integer() else round(number, 6)
+    text = str(value).strip()
+    if kind == "datetime":
+        try:
+            return S.fmt_datetime(datetime.fromisoformat(text).replace(tzinfo=None))
+        except ValueError:
+            pass
+    elif kind == "date":
+        try:
+            return date.fromisoformat(text).isoformat()
+        except ValueError:
+            try:
+                return datetime.fromisoformat(text).date().isoformat()
+            except ValueError:
+                pass
+    return " ".join(text.split()).casefold()
+
+
+def _normalized(table: S.Table, rows: Counter) -> Counter:
+    kinds = [k for _, k in table.columns if k != "id"]
+    out: Counter = Counter()
+    for row, n in rows.items():
+        out[tuple(normalize(k, v) for k, v in zip(kinds, row))] += n
+    return out
+
+
+def _read(conn: sqlite3.Connection, table: S.Table) -> dict[Any, tuple]:
+    """Rows keyed by id (by position for tables without one), values without the id."""
+    cols = ", ".join(f'"{c}"' for c in table.compared)
+    key = table.id_column
+    if key is None:
+        return dict(enumerate(conn.execute(f'SELECT {cols} FROM "{table.name}"')))
+    return {r[0]: r[1:] for r in conn.execute(f'SELECT "{key}", {cols} FROM "{table.name}"')}
+
+
+def _changes(table: S.Table, before: dict, after: dict) -> tuple[set, int, Counter, Counter]:
+    """(ids whose row changed or vanished, rows created, normalised rows added, rows removed)."""
+    if table.id_column is None:
+        b, a = Counter(before.values()), Counter(after.values())
+        added, removed = _normalized(table, a - b), _normalized(table, b - a)
+        return set(), 0, added - removed, removed - added
+    kinds = [k for _, k in table.columns if k != "id"]
+    norm = lambda row: tuple(normalize(k, v) for k, v in zip(kinds, row))  # noqa: E731
+    touched = {k for k, row in before.items() if after.get(k) != row and (k not in after or norm(after[k]) != norm(row))}
+    created = sum(1 for k in after if k not in before)
+    return touched, created, Counter(), Counter()
+
+
+def _diff(table: S.Table, final: dict, expected: dict) -> tuple[list, list]:
+    raw_f, raw_e = Counter(final.values()), Counter(expected.values())
+    common = raw_f & raw_e
+    nf, ne = _normalized(table, raw_f - common), _normalized(table, raw_e - common)
+    names = table.compared
+    rows = lambda c: [dict(zip(names, r)) for r in list(c.elements())[:MAX_DIFF_ROWS]]  # noqa: E731
+    return rows(ne - nf), rows(nf - ne)
+
+
+def compare(
+    world: World,
+    final: sqlite3.Connection,
+    expected: sqlite3.Connection,
+    tables: set[str],
+    ground_truth_errors: list[str] | None = None,
+) -> tuple[bool, dict[str, Any]]:
+    """Compare the final and the expected state on the given tables.
+
+    Args:
+        world: The world both states started from.
+        final: The agent's session database.
+        expected: The database after replaying the ground truth on a fresh copy.
+        tables: Names of the tables written by the agent or the ground truth.
+        ground_truth_errors: Errors met while replaying the ground truth (reported, not fatal).
+
+    Returns:
+        ``(success, verification)``; ``verification`` is JSON-ready.
+    """
+    diff: dict[str, dict[str, list]] = {}
+    side_effect, noop = False, True
+    for table in S.TABLES:
+        if table.name not in tables:
+            continue
+        before = world.initial(table)
+        got, want = _read(final, table), _read(expected, table)
+        a_touched, a_created, a_added, a_removed = _changes(table, before, got)
+        g_touched, g_created, g_added, g_removed = _changes(table, before, want)
+        if g_touched or g_created or g_added or g_removed:
+            noop = False
+        if a_touched - g_touched or a_created > g_created or a_added - g_added or a_removed - g_removed:
+            side_effect = True
+        missing, unexpected = _diff(table, got, want)
+        if missing or unexpected:
+            diff[table.name] = {"missing": missing, "unexpected": unexpected}
+    success = not diff
+    if success:
+        reason = "the final state matches the expected state"
+    else:
+        reason = "the final state differs from the expected state in " + ", ".join(diff)
+        if side_effect:
+            reason += " (unintended changes)"
+    verification = {"success": success, "reason": reason, "side_effect": side_effect, "noop": noop, "diff": diff}
+    if ground_truth_errors:
+        verification["ground_truth_errors"] = list(ground_truth_errors)
+    return success, verification
