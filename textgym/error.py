@@ -43,6 +43,13 @@ class TemplateError(TextGymError, ValueError):
     """
 
 
+class SandboxUnavailable(TextGymError, RuntimeError):
+    """No isolation for untrusted code is available here; the message says what to install.
+
+    Raised instead of silently running code unprotected; ``backend="unsafe"`` opts out.
+    """
+
+
 class MissingDependency(TextGymError, ImportError):
     """An optional extra is needed; the message names the ``pip install`` command."""
 

@@ -1,0 +1,179 @@
+"""How a worker is started: the bubblewrap command line, or no isolation at all.
+
+A :class:`Backend` turns the zygote script into a command line and says what the zygote may
+assume (its own PID namespace, a uid to drop to, a private tmp dir). ``bwrap`` gives each worker
+fresh PID, network, IPC, UTS and mount namespaces whose file system holds only the interpreter,
+its standard library and the shared libraries those need, read-only, plus a small private
+tmpfs. ``unsafe`` runs the same zygote with resource limits but no namespaces and exists only
+for machines without bubblewrap, behind an explicit opt-in.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from dataclasses import dataclass, field
+from typing import Literal
+
+from textgym.error import SandboxUnavailable
+from textgym.sandbox.limits import Limits
+
+BackendName = Literal["auto", "bwrap", "unsafe"]
+ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zygote.py")
+SANDBOX_PYTHON = "/python"
+SANDBOX_ZYGOTE = "/sandbox/zygote.py"
+WORKDIR = "/tmp/run"
+NOBODY = 65534
+# Root inside the sandbox keeps only what the zygote needs to drop a child to the unprivileged
+# uid, own its tmp dir and kill whatever the child leaves behind. The child gets none of them.
+ZYGOTE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) "
+    "and allow namespaces, or pass backend='unsafe' to run untrusted code WITHOUT isolation"
+)
+
+
+@dataclass(frozen=True)
+class PythonLayout:
+    """Where the interpreter, its stdlib and its shared libraries are, on the host and inside."""
+
+    executable: str
+    stdlib: str
+    libraries: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def version(self) -> str:
+        return f"python{sys.version_info.major}.{sys.version_info.minor}"
+
+    def binds(self) -> list[tuple[str, str]]:
+        """(host path, sandbox path) pairs to mount read-only."""
+        return [
+            (self.executable, f"{SANDBOX_PYTHON}/bin/python3"),
+            (self.stdlib, f"{SANDBOX_PYTHON}/lib/{self.version}"),
+            *self.libraries,
+        ]
+
+
+@functools.lru_cache(maxsize=1)
+def python_layout() -> PythonLayout:
+    """The running interpreter's binary, stdlib and the libraries it and its extensions load."""
+    executable = os.path.realpath(sys.executable)
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    prefix_lib = os.path.join(os.path.realpath(sys.base_prefix), "lib")
+    objects = [executable, *glob.glob(os.path.join(stdlib, "lib-dynload", "*.so"))]
+    libraries = {}
+    for path in _shared_libraries(objects):
+        real = os.path.realpath(path)
+        # libpythonX.Y.so of a shared build goes to /python/lib, on the sandbox's LD_LIBRARY_PATH.
+        inside = f"{SANDBOX_PYTHON}/lib/{os.path.basename(path)}" if os.path.dirname(real) == prefix_lib else path
+        libraries[inside] = real
+    if os.path.exists("/etc/ld.so.cache"):
+        libraries["/etc/ld.so.cache"] = "/etc/ld.so.cache"
+    return PythonLayout(executable, stdlib, tuple(sorted((host, inside) for inside, host in libraries.items())))
+
+
+def _shared_libraries(objects: list[str]) -> list[str]:
+    """Every shared library ``ldd`` resolves for ``objects`` (the loader included)."""
+    if shutil.which("ldd") is None:
+        raise SandboxUnavailable("ldd was not found, so the interpreter's libraries cannot be mounted; " + INSTALL_HINT)
+    out = subprocess.run(["ldd", *objects], capture_output=True, text=True, check=False).stdout
+    found = set()
+    for line in out.splitlines():
+        line = line.strip()
+        if "=>" in line:
+            target = line.split("=>", 1)[1].split()
+            if target and target[0].startswith("/"):
+                found.add(target[0])
+        elif line.startswith("/") and "(" in line:
+            found.add(line.split()[0])
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A way to start workers; ``config`` is what the zygote is told about its surroundings."""
+
+    name: str
+    isolated: bool
+    uid: int | None
+
+    def command(self, limits: Limits) -> tuple[list[str], dict]:
+        """The command line of one worker and the zygote's configuration line."""
+        if self.name == "bwrap":
+            return bwrap_command(limits, privileged=self.uid is not None), self._config(limits, WORKDIR)
+        workdir = tempfile.mkdtemp(prefix="textgym-sandbox-")
+        os.chmod(workdir, 0o711)  # the dropped child must reach its run dir inside
+        return [sys.executable, "-S", "-s", "-B", ZYGOTE], self._config(limits, os.path.join(workdir, "run"))
+
+    def _config(self, limits: Limits, workdir: str) -> dict:
+        return {
+            **limits.zygote_config(),
+            "isolated": self.isolated,
+            "uid": self.uid,
+            "gid": self.uid,
+            "workdir": workdir,
+        }
+
+
+def bwrap_command(limits: Limits, *, privileged: bool) -> list[str]:
+    """The bubblewrap command that starts one zygote.
+
+    As root, bwrap creates the namespaces itself and the zygote keeps only ``ZYGOTE_CAPS`` so
+    each child can drop to ``nobody`` (a different uid from the zygote, so it can neither
+    signal nor ptrace it). Without root, a user namespace is added and nothing is kept.
+    """
+    layout = python_layout()
+    cmd = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    cmd += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--cap-drop", "ALL"]
+    if privileged:
+        for cap in ZYGOTE_CAPS:
+            cmd += ["--cap-add", cap]
+    else:
+        cmd += ["--unshare-user", "--disable-userns"]
+    for host, inside in layout.binds():
+        cmd += ["--ro-bind", host, inside]
+    site = os.path.join(layout.stdlib, "site-packages")
+    if os.path.isdir(site):  # third-party packages stay outside
+        cmd += ["--tmpfs", f"{SANDBOX_PYTHON}/lib/{layout.version}/site-packages"]
+    cmd += ["--ro-bind", ZYGOTE, SANDBOX_ZYGOTE, "--proc", "/proc", "--dev", "/dev"]
+    cmd += ["--size", str(limits.tmp_size), "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv"]
+    for key, value in {
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUTF8": "1",
+        "LANG": "C.UTF-8",
+        "HOME": WORKDIR,
+        "TMPDIR": WORKDIR,
+        "PATH": f"{SANDBOX_PYTHON}/bin",
+        "LD_LIBRARY_PATH": f"{SANDBOX_PYTHON}/lib",  # libpythonX.Y.so of a shared build
+    }.items():
+        cmd += ["--setenv", key, value]
+    cmd += [f"{SANDBOX_PYTHON}/bin/python3", "-S", "-s", "-B", *(["-P"] if sys.version_info >= (3, 11) else [])]
+    return cmd + [SANDBOX_ZYGOTE]
+
+
+@functools.lru_cache(maxsize=None)
+def resolve_backend(name: BackendName = "auto") -> Backend:
+    """The backend to use, checked once per process.
+
+    Raises:
+        SandboxUnavailable: ``bwrap`` (or ``auto``) was asked for and cannot isolate here.
+    """
+    if name == "unsafe":
+        return Backend("unsafe", isolated=False, uid=NOBODY if os.geteuid() == 0 else None)
+    if name not in ("auto", "bwrap"):
+        raise ValueError(f"backend must be 'auto', 'bwrap' or 'unsafe', got {name!r}")
+    if shutil.which("bwrap") is None:
+        raise SandboxUnavailable(f"no sandbox available: bwrap (bubblewrap) is not installed; {INSTALL_HINT}")
+    privileged = os.geteuid() == 0
+    probe = bwrap_command(Limits(), privileged=privileged)[:-1] + ["-c", "pass"]
+    result = subprocess.run(probe, capture_output=True, text=True, timeout=30, check=False)
+    if result.returncode != 0:
+        raise SandboxUnavailable(f"no sandbox available: bwrap failed ({result.stderr.strip()[:300]}); {INSTALL_HINT}")
+    return Backend("bwrap", isolated=True, uid=NOBODY if privileged else None)

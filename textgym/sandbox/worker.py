@@ -1,0 +1,138 @@
+"""One warm worker: a zygote process in its isolation and cgroup, spoken to in JSON lines.
+
+Requests are pipelined: a whole submission (open, every call, close) is written at once and
+the replies are read as they come, with a selector so neither side can block the other. A
+worker that misses its deadline or dies is killed with its cgroup and started afresh.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import selectors
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from typing import Any
+
+from textgym.sandbox import cgroups
+from textgym.sandbox.isolation import Backend
+from textgym.sandbox.limits import Limits
+
+START_TIMEOUT = 30.0
+_names = itertools.count()
+
+
+class WorkerDied(Exception):
+    """The worker stopped answering; ``replies`` holds what it answered before."""
+
+    def __init__(self, message: str, replies: list[dict[str, Any]]):
+        super().__init__(message)
+        self.replies = replies
+
+
+class Worker:
+    """A zygote that forks one child per program; not thread-safe (the pool hands it out)."""
+
+    def __init__(self, backend: Backend, limits: Limits):
+        self.backend = backend
+        self.limits = limits
+        self.proc: subprocess.Popen | None = None
+        self.cgroup: cgroups.WorkerCgroup | None = None
+        self._workdir: str | None = None
+        self._buffer = b""
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        cmd, config = self.backend.command(self.limits)
+        if not self.backend.isolated:
+            self._workdir = os.path.dirname(config["workdir"])
+        self.cgroup = cgroups.create(f"{os.getpid()}-{next(_names)}", self.limits)
+        if self.cgroup is not None:
+            # Join the cgroup before bwrap forks anything, so nothing the worker starts is outside it.
+            joins = "; ".join(f"echo $$ > {shlex.quote(p)}" for p in self.cgroup.procs_files)
+            cmd = ["/bin/sh", "-c", f'set -e; {joins}; exec "$@"', "sh", *cmd]
+        env = {"PYTHONHASHSEED": "0", "PATH": os.defpath, "LANG": "C.UTF-8", "HOME": config["workdir"]}
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+        self._buffer = b""
+        try:
+            ready = self.exchange([config], START_TIMEOUT)[0]
+        except WorkerDied as exc:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            stderr = self.proc.stderr.read(4000).decode(errors="replace").strip()
+            self.stop()
+            raise WorkerDied(f"the sandbox worker did not start: {stderr or exc}", []) from None
+        if not ready.get("ready"):
+            self.stop()
+            raise WorkerDied(f"the sandbox worker did not start: {ready}", [])
+
+    def exchange(self, requests: list[dict[str, Any]], timeout: float) -> list[dict[str, Any]]:
+        """Send every request, return one reply per request.
+
+        Raises:
+            WorkerDied: no complete answer within ``timeout`` seconds; the caller stops the worker.
+        """
+        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        out = b"".join(json.dumps(r).encode() + b"\n" for r in requests)
+        replies: list[dict[str, Any]] = []
+        stdin, stdout = self.proc.stdin.fileno(), self.proc.stdout.fileno()
+        os.set_blocking(stdin, False)
+        os.set_blocking(stdout, False)
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(stdout, selectors.EVENT_READ)
+            if out:
+                sel.register(stdin, selectors.EVENT_WRITE)
+            while len(replies) < len(requests):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise WorkerDied("the sandbox worker did not answer in time", replies)
+                for key, _ in sel.select(left):
+                    if key.fd == stdin:
+                        try:
+                            out = out[os.write(stdin, out):]
+                        except BrokenPipeError:
+                            out = b""
+                        if not out:
+                            sel.unregister(stdin)
+                        continue
+                    chunk = os.read(stdout, 1 << 16)
+                    if not chunk:
+                        raise WorkerDied("the sandbox worker exited", replies)
+                    self._buffer += chunk
+                    *lines, self._buffer = self._buffer.split(b"\n")
+                    replies.extend(json.loads(line) for line in lines)
+        return replies
+
+    def stop(self) -> None:
+        """Kill the worker, everything in its namespaces and cgroup, and its scratch dir."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+            self.proc = None
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
