@@ -1,0 +1,189 @@
+"""OpenAIPolicy against a scripted OpenAI-compatible server on loopback (stdlib http.server).
+
+The model name picks the script: ``text`` answers with logprobs, ``tool`` returns native
+``tool_calls``, ``slow`` replies after 2 s, ``flaky`` fails with HTTP 500 until its third
+request, ``sleepy`` sleeps briefly to measure how many requests are in flight at once.
+"""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from tests.policies.toy import CountdownEnv
+from textgym.error import EndpointError
+from textgym.messages import thaw
+from textgym.policies import OpenAIPolicy
+
+pytest.importorskip("openai")
+
+
+class FakeChatServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.flaky_failures = 0
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        server: FakeChatServer = self.server
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with server.lock:
+            server.requests.append(body)
+            server.in_flight += 1
+            server.max_in_flight = max(server.max_in_flight, server.in_flight)
+        try:
+            self.reply(server, body)
+        finally:
+            with server.lock:
+                server.in_flight -= 1
+
+    def reply(self, server, body):
+        model = body["model"]
+        if model == "flaky":
+            with server.lock:
+                fail = server.flaky_failures < 2
+                server.flaky_failures += fail
+            if fail:
+                return self.send(500, {"error": {"message": "overloaded", "type": "server_error"}})
+        if model == "slow":
+            time.sleep(2.0)
+        if model == "sleepy":
+            time.sleep(0.3)
+        message = {"role": "assistant", "content": "<answer>7</answer>"}
+        logprobs = {"content": [{"token": t, "logprob": -0.25 * (i + 1), "bytes": None, "top_logprobs": []}
+                                for i, t in enumerate(["<answer>", "7", "</answer>"])]}
+        if model == "tool":
+            n = len(body["messages"])
+            message = {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{n}", "type": "function",
+                "function": {"name": "check", "arguments": json.dumps({"number": 7})}}]}
+            logprobs = None
+        self.send(200, {
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": logprobs}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        })
+
+    def send(self, status, payload):
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("retry-after-ms", "10")  # the openai client honours it: fast retries
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def server():
+    srv = FakeChatServer()
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def episode_start(seed=0):
+    env = CountdownEnv()
+    obs, info = env.reset(seed=seed)
+    return env, obs, info
+
+
+def test_text_reply_with_logprobs_and_the_conversation_sent_as_is(server):
+    policy = OpenAIPolicy(server.url, "text", logprobs=True, temperature=0.5, max_tokens=64)
+    env, obs, info = episode_start()
+    out = policy.act([obs], [info])
+    assert out.actions == ["<answer>7</answer>"]
+    assert out.logprobs[0].dtype == np.float32 and np.allclose(out.logprobs[0], [-0.25, -0.5, -0.75])
+    request = server.requests[0]
+    assert request["messages"] == thaw(obs)
+    assert request["temperature"] == 0.5 and request["max_tokens"] == 64 and request["logprobs"] is True
+    assert request["tools"] == info["tools"]
+    policy.close()
+
+
+def test_native_tool_calls_become_actions_the_env_runs(server):
+    policy = OpenAIPolicy(server.url, "tool")
+    env, obs, info = episode_start(seed=3)
+    out = policy.act([obs], [info])
+    action = out.actions[0]
+    assert action["role"] == "assistant" and action["tool_calls"][0]["function"]["name"] == "check"
+    assert out.logprobs is None
+    obs, reward, terminated, truncated, step_info = env.step(action)
+    assert step_info["error"] is None and obs[-1]["role"] == "tool" and obs[-1]["name"] == "check"
+    # Step infos carry no tools: the policy keeps sending the ones from this slot's reset.
+    policy.act([obs], [step_info])
+    assert server.requests[-1]["tools"] == info["tools"]
+    assert server.requests[-1]["messages"][-2]["tool_calls"][0]["function"]["name"] == "check"
+    policy.close()
+
+
+def test_requests_run_concurrently_up_to_the_limit(server):
+    policy = OpenAIPolicy(server.url, "sleepy", concurrency=4)
+    _, obs, info = episode_start()
+    out = policy.act([obs] * 8, [info] * 8)
+    assert len(out.actions) == 8 and len(server.requests) == 8
+    assert server.max_in_flight == 4
+    policy.close()
+
+
+def test_timeout_raises_a_clear_error(server):
+    policy = OpenAIPolicy(server.url, "slow", timeout=0.3, max_retries=0)
+    _, obs, info = episode_start()
+    with pytest.raises(EndpointError, match=r"no reply within 0.3 s after 0 retries"):
+        policy.act([obs], [info])
+    policy.close()
+
+
+def test_server_errors_are_retried(server):
+    policy = OpenAIPolicy(server.url, "flaky", max_retries=2)
+    _, obs, info = episode_start()
+    assert policy.act([obs], [info]).actions == ["<answer>7</answer>"]
+    assert len(server.requests) == 3  # two 500s, then the reply
+    policy.close()
+
+
+def test_server_errors_beyond_the_retries_raise(server):
+    policy = OpenAIPolicy(server.url, "flaky", max_retries=1)
+    _, obs, info = episode_start()
+    with pytest.raises(EndpointError, match="HTTP 500 after 1 retries"):
+        policy.act([obs], [info])
+    assert len(server.requests) == 2
+    policy.close()
+
+
+def test_connection_refused_is_a_clear_error():
+    policy = OpenAIPolicy("http://127.0.0.1:9/v1", "any", max_retries=0, timeout=2)
+    _, obs, info = episode_start()
+    with pytest.raises(EndpointError, match="cannot connect"):
+        policy.act([obs], [info])
+    policy.close()
+
+
+def test_rejects_token_observations_and_bad_arguments(server):
+    with pytest.raises(ValueError, match="concurrency"):
+        OpenAIPolicy(server.url, "text", concurrency=0)
+    with pytest.raises(ValueError, match="timeout"):
+        OpenAIPolicy(server.url, "text", timeout=0)
+    policy = OpenAIPolicy(server.url, "text")
+    with pytest.raises(TypeError, match="TokenObservation"):
+        policy.act([np.arange(4, dtype=np.int32)])
+    policy.close()
