@@ -32,7 +32,7 @@ from textgym.rollout import TokenTrajectory
 from textgym.spaces import TokenSequence
 
 # Stands in for the assistant's text when the template's framing of a turn is measured.
-_PLACEHOLDER = "TEXTGYM_ASSISTANT_TURN"  # no edge whitespace: templates may trim
+_PLACEHOLDER = "TextGym-Assistant-Turn"  # no edge whitespace: templates may trim
 _FIX = (
     "token-in/token-out needs a prefix-preserving chat template (rendering more messages must only "
     "append text): pass TokenObservation(env, tokenizer, chat_template=...) a template that renders "
@@ -90,8 +90,10 @@ class TokenObservation(gym.Wrapper):
         self.vocab_size = len(tokenizer)
         self.observation_space = TokenSequence(self.vocab_size)
         self.action_space = TokenSequence(self.vocab_size)
-        self._special_ids = {int(i) for i in tokenizer.all_special_ids}
+        added = getattr(tokenizer, "added_tokens_decoder", {})
+        self._special_ids = {int(i) for i in tokenizer.all_special_ids} | {int(i) for i, t in added.items() if t.special}
         self._tools: list[dict[str, Any]] | None = None
+        self._rendered = ""  # the template's rendering of the conversation so far
         self._conversation: tuple = ()
         # The context as appended chunks: policy turns (sampled ids) and env text, in order.
         self._chunks: list[np.ndarray] = []
@@ -107,21 +109,29 @@ class TokenObservation(gym.Wrapper):
         self._tools = [thaw(t) for t in info.get("tools") or ()] or None
         self._chunks, self._policy, self._logprobs = [], [], []
         self._done = False
-        self._append_env(self._render(self._conversation, generation_prompt=True))
+        self._rendered = self._render(self._conversation, generation_prompt=True)
+        self._append_env(self._rendered)
         return self._ids(), info
 
     def step(self, action: Any):
         if self._done:
             raise ResetNeeded("call reset() before step()" if not self._chunks else "the episode has ended; call reset()")
-        ids, logprobs, text = self._sampled(action)
-        stop = self._stop_text(ids)
-        content = text if stop is None else self._decode(ids[:-1])
-        conversation, reward, terminated, truncated, info = self.env.step(content)
-        previous, self._conversation = self._conversation, _as_conversation(conversation)
+        ids, logprobs = self._sampled(action)
+        previous = self._conversation
+        closing = self._closing(previous)
+        # A sampled stop token that opens the turn's closing (<|im_end|>, <|eot_id|>) is part of
+        # the trajectory but not of the message text; any other special token is kept as text.
+        stop = self._decode(ids[-1:]) if ids.size and int(ids[-1]) in self._special_ids else ""
+        if stop and closing.startswith(stop):
+            ids_text, closing = ids[:-1], closing[len(stop) :]
+        else:
+            ids_text = ids
+        conversation, reward, terminated, truncated, info = self.env.step(self._decode(ids_text))
+        self._conversation = _as_conversation(conversation)
         if len(self._conversation) <= len(previous) or self._conversation[len(previous)].get("role") != "assistant":
             raise TextGymError("TokenObservation needs an env whose step appends the assistant's message, then the env's")
         self._done = bool(terminated or truncated)
-        bridge = self._bridge(previous, self._conversation[len(previous) + 1 :], stop or "")
+        bridge = closing + self._env_turn(previous, self._conversation[len(previous) :])
         self._append_policy(ids, logprobs)
         self._append_env(bridge)
         if self._done:
@@ -169,12 +179,11 @@ class TokenObservation(gym.Wrapper):
     def _decode(self, ids: np.ndarray) -> str:
         return self.tokenizer.decode(ids.tolist(), skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
-    def _sampled(self, action: Any) -> tuple[np.ndarray, np.ndarray | None, str]:
-        """Read an action as (ids, logprobs or None, decoded text)."""
+    def _sampled(self, action: Any) -> tuple[np.ndarray, np.ndarray | None]:
+        """Read an action as (ids, logprobs or None)."""
         logprobs = None
         if isinstance(action, str):
-            ids = np.asarray(self.tokenizer.encode(action, add_special_tokens=False), dtype=np.int32)
-            return ids, None, self._decode(ids)
+            return np.asarray(self.tokenizer.encode(action, add_special_tokens=False), dtype=np.int32), None
         if isinstance(action, Mapping):
             if "ids" not in action:
                 raise InvalidAction(f"a token action mapping needs 'ids' (and optionally 'logprobs'), got keys {sorted(action)}")
@@ -189,13 +198,7 @@ class TokenObservation(gym.Wrapper):
             logprobs = np.asarray(logprobs, dtype=np.float32)
             if logprobs.shape != ids.shape:
                 raise InvalidAction(f"expected one logprob per id ({ids.size}), got shape {logprobs.shape}")
-        return ids, logprobs, self._decode(ids)
-
-    def _stop_text(self, ids: np.ndarray) -> str | None:
-        """The text of a trailing special token (the sampler's stop token), if there is one."""
-        if ids.size and int(ids[-1]) in self._special_ids:
-            return self._decode(ids[-1:])
-        return None
+        return ids, logprobs
 
     # ----- the chat template -----
 
@@ -208,27 +211,33 @@ class TokenObservation(gym.Wrapper):
             add_generation_prompt=generation_prompt,
         )
 
-    def _bridge(self, previous: tuple, env_messages: Sequence[Mapping], stop: str) -> str:
-        """The text that follows the sampled ids: the end of the assistant turn, the env's turn and
-        (unless the episode ended) the next generation prompt."""
-        turn = {"role": "assistant", "content": _PLACEHOLDER}
-        prompt = self._render(previous, generation_prompt=True)
-        closed = self._render((*previous, turn), generation_prompt=False)
-        if not closed.startswith(prompt + _PLACEHOLDER):
+    def _closing(self, previous: tuple) -> str:
+        """The text that ends an assistant turn after its content (``<|im_end|>\n`` for ChatML).
+
+        Measured with a placeholder for the content, since templates may trim or escape the real one.
+        """
+        prompt = self._rendered  # the rendering of ``previous`` with the generation prompt
+        framed = self._render((*previous, {"role": "assistant", "content": _PLACEHOLDER}), generation_prompt=False)
+        if not framed.startswith(prompt + _PLACEHOLDER):
             raise TemplateError(
                 "the chat template does not render an assistant turn as its generation prompt followed by the "
-                f"message text verbatim (the turn renders as {closed[len(prompt) - 40 :][:120]!r}); " + _FIX
+                f"message text verbatim (the turn renders as {framed[len(prompt) - 40 :][:120]!r}); " + _FIX
             )
-        after = self._render((*previous, turn, *env_messages), generation_prompt=not self._done)
-        if not after.startswith(closed):
+        return framed[len(prompt) + len(_PLACEHOLDER) :]
+
+    def _env_turn(self, previous: tuple, new: Sequence[Mapping]) -> str:
+        """What rendering ``new`` (the assistant's message as the env recorded it, then the env's
+        messages) appends after the assistant turn, with the next generation prompt unless the
+        episode ended."""
+        closed = self._render((*previous, new[0]), generation_prompt=False)
+        after = self._render((*previous, *new), generation_prompt=not self._done)
+        if not (closed.startswith(self._rendered) and after.startswith(closed)):
             raise TemplateError(
-                "the chat template is not prefix-preserving: appending the env's messages changed how earlier "
-                "turns render; " + _FIX
+                "the chat template is not prefix-preserving: appending messages changed how earlier turns "
+                "render (for example, reasoning dropped from past assistant turns); " + _FIX
             )
-        closing = closed[len(prompt) + len(_PLACEHOLDER) :]
-        if stop and closing.startswith(stop):
-            closing = closing[len(stop) :]
-        return closing + after[len(closed) :]
+        self._rendered = after
+        return after[len(closed) :]
 
 
 def _as_conversation(conversation: Any) -> tuple:

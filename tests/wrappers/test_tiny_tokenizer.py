@@ -1,0 +1,73 @@
+"""The tiny preset's tokenizer: lossless byte ids, a Qwen-style template, a HF directory."""
+
+import json
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.wrappers.chat_fixtures import tokenizer
+
+CONVERSATION = [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "héllo 日本"},
+    {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "place", "arguments": '{"row": 1}'}},
+        {"id": "b", "type": "function", "function": {"name": "look", "arguments": {"all": True}}},
+    ]},
+    {"role": "tool", "content": '{"ok": true}', "tool_call_id": "a", "name": "place"},
+    {"role": "tool", "content": "[]", "tool_call_id": "b", "name": "look"},
+    {"role": "assistant", "content": "<answer>1</answer>"},
+]
+TOOLS = [{"type": "function", "function": {"name": "place", "description": "Put a digit.", "parameters": {"type": "object", "properties": {}}}}]
+
+
+def test_vocabulary_is_bytes_then_chat_tokens():
+    tok = tokenizer("tiny")
+    assert tok.encode("Az\n", add_special_tokens=False) == [ord("A"), ord("z"), 10]
+    assert tok.convert_ids_to_tokens([256, 257, 258, 259]) == ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|pad|>"
+    assert 256 < len(tok) < 512
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.text())
+def test_any_text_round_trips(text):
+    tok = tokenizer("tiny")
+    assert tok.decode(tok.encode(text, add_special_tokens=False), clean_up_tokenization_spaces=False) == text
+
+
+def test_template_renders_tools_tool_calls_and_tool_results():
+    tok = tokenizer("tiny")
+    text = tok.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=False, add_generation_prompt=True)
+    system, rest = text.split("<|im_end|>\n", 1)
+    assert system.startswith("<|im_start|>system\nYou are terse.\n\n# Tools") and json.dumps(TOOLS[0]) in system
+    assert '<|im_start|>assistant\n<tool_call>\n{"name": "place", "arguments": {"row": 1}}\n</tool_call>\n<tool_call>\n{"name": "look", "arguments": {"all": true}}\n</tool_call><|im_end|>\n' in rest
+    # Consecutive tool results share one user turn, as in Qwen2.5.
+    assert "<|im_start|>user\n<tool_response>\n{\"ok\": true}\n</tool_response>\n<tool_response>\n[]\n</tool_response><|im_end|>\n" in rest
+    assert text.endswith("<|im_start|>assistant\n<answer>1</answer><|im_end|>\n<|im_start|>assistant\n")
+    without_tools = tok.apply_chat_template(CONVERSATION[:2], tokenize=False)
+    assert without_tools == "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nhéllo 日本<|im_end|>\n"
+
+
+def test_template_is_prefix_preserving():
+    tok = tokenizer("tiny")
+    for n in range(1, len(CONVERSATION)):
+        shorter = tok.apply_chat_template(CONVERSATION[:n], tools=TOOLS, tokenize=False)
+        longer = tok.apply_chat_template(CONVERSATION[: n + 1], tools=TOOLS, tokenize=False)
+        if CONVERSATION[n]["role"] != "tool":  # a tool result closes the previous one's turn
+            assert longer.startswith(shorter)
+
+
+def test_saves_and_loads_as_a_hugging_face_directory(tmp_path):
+    from transformers import AutoTokenizer
+
+    tok = tokenizer("tiny")
+    tok.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    text = tok.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=False, add_generation_prompt=True)
+    assert loaded.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=False, add_generation_prompt=True) == text
+    assert loaded.encode(text, add_special_tokens=False) == tok.encode(text, add_special_tokens=False)
+    assert (loaded.eos_token_id, loaded.pad_token_id, len(loaded)) == (tok.eos_token_id, tok.pad_token_id, len(tok))
+    ids = loaded.apply_chat_template(CONVERSATION, tools=TOOLS, add_generation_prompt=True)["input_ids"]
+    np.testing.assert_array_equal(ids, tok.encode(text, add_special_tokens=False))
