@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,12 +13,20 @@ from textgym.envs.workplace.schema import system_prompt
 from textgym.envs.workplace.tasks import generate, select_templates, task_from_dict
 from textgym.envs.workplace.tools import WorkplaceTools
 from textgym.envs.workplace.verify import compare
-from textgym.envs.workplace.world import get_world
+from textgym.envs.workplace.world import World, get_world
 from textgym.error import ResetNeeded
 from textgym.messages import FrozenDict, system, user
 from textgym.parsing import ParsedTurn
 from textgym.tasks import Task
 from textgym.tools import Toolset
+
+
+@functools.lru_cache(maxsize=8)
+def _reference(world: World) -> tuple[WorkplaceTools, Toolset, threading.Lock]:
+    """The scratch database that ground truth is replayed on: one per world and process, not per
+    session, which halves the memory of a live session; the lock keeps threaded callers apart."""
+    tools = WorkplaceTools(world.connect())
+    return tools, tools.toolset(), threading.Lock()
 
 
 class WorkplaceEnv(TextEnv):
@@ -88,8 +98,6 @@ class WorkplaceEnv(TextEnv):
         super().__init__(tasks=tasks, max_turns=max_turns, max_action_chars=max_action_chars, render_mode=render_mode)
         self._session = WorkplaceTools(self.world.connect())
         self._toolset = self._session.toolset()
-        self._reference = WorkplaceTools(self.world.connect())
-        self._reference_toolset = self._reference.toolset()
         self._oracle_done = False
 
     @property
@@ -118,7 +126,14 @@ class WorkplaceEnv(TextEnv):
     def respond(self, turn: ParsedTurn) -> Outcome:
         if not turn.tool_calls:
             success, verification = self.verify()
-            return Outcome(reward=float(success), terminated=True, success=success, verification=verification)
+            verdict = "The request was fulfilled." if success else f"The request was not fulfilled: {verification['reason']}."
+            return Outcome(
+                messages=[user(verdict + " The episode is over.")],
+                reward=float(success),
+                terminated=True,
+                success=success,
+                verification=verification,
+            )
         if [{"name": c.name, "arguments": c.arguments} for c in turn.tool_calls] == list(self.task.answer):
             self._oracle_done = True
         messages, errors = tool_messages(self._toolset, turn)
@@ -148,15 +163,16 @@ class WorkplaceEnv(TextEnv):
         """Compare the live state with the ground truth replayed on a fresh copy of the world."""
         if self.task is None:
             raise ResetNeeded("call reset() before verify()")
-        ref = self._reference
-        self.world.restore(ref.db)
-        ref.written = set()
-        errors = []
-        for c in self.task.answer:
-            result = self._reference_toolset.call(c["name"], c["arguments"])
-            if result.error:
-                errors.append(f"{c['name']}: {result.error}")
-        return compare(self.world, self._session.db, ref.db, self._session.written | ref.written, errors)
+        ref, toolset, lock = _reference(self.world)
+        with lock:
+            self.world.restore(ref.db)
+            ref.written = set()
+            errors = []
+            for c in self.task.answer:
+                result = toolset.call(c["name"], c["arguments"])
+                if result.error:
+                    errors.append(f"{c['name']}: {result.error}")
+            return compare(self.world, self._session.db, ref.db, self._session.written | ref.written, errors)
 
     def oracle_action(self) -> str | dict:
         """All ground-truth calls in one turn, then a final message that ends the episode."""

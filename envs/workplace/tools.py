@@ -179,8 +179,11 @@ class WorkplaceTools:
         return key
 
     def _next_id(self, table: S.Table) -> str:
-        (top,) = self.db.execute(f'SELECT max(CAST("{table.id_column}" AS INTEGER)) FROM "{table.name}"').fetchone()
-        return f"{(top or 0) + 1:08d}"
+        key = table.id_column
+        (top,) = self.db.execute(f'SELECT max("{key}") FROM "{table.name}"').fetchone()  # uses the primary key
+        if top is not None and not top.isdigit():  # foreign, non-numeric ids: scan for the largest number
+            (top,) = self.db.execute(f'SELECT max(CAST("{key}" AS INTEGER)) FROM "{table.name}"').fetchone()
+        return f"{int(top or 0) + 1:08d}"
 
     def _insert(self, table: S.Table, values: dict[str, Any]) -> None:
         cols = ", ".join(f'"{c}"' for c in values)
@@ -202,12 +205,16 @@ class WorkplaceTools:
 
     def _page(self, table: S.Table, where: list[str], params: list[Any], order: str, page: int, page_size: int, label: str):
         cond = " WHERE " + " AND ".join(where) if where else ""
-        (total,) = self.db.execute(f'SELECT count(*) FROM "{table.name}"{cond}', params).fetchone()
         cols = ", ".join(f'"{c}"' for c in table.names)
+        # One scan: the window count sees every match before LIMIT cuts the page.
         rows = self.db.execute(
-            f'SELECT {cols} FROM "{table.name}"{cond} ORDER BY {order} LIMIT ? OFFSET ?',
+            f'SELECT {cols}, count(*) OVER () FROM "{table.name}"{cond} ORDER BY {order} LIMIT ? OFFSET ?',
             [*params, page_size, (page - 1) * page_size],
         ).fetchall()
+        if rows:
+            total = rows[0][-1]
+        else:
+            (total,) = self.db.execute(f'SELECT count(*) FROM "{table.name}"{cond}', params).fetchone()
         return {
             label: [dict(zip(table.names, r)) for r in rows],
             "page": page,

@@ -126,7 +126,9 @@ def _row(table: S.Table, rec: dict[str, str]) -> tuple:
     out = []
     for col, kind in table.columns:
         value: Any = rec.get(col, "")
-        if kind == "bool":
+        if kind == "id" and str(value).isdigit():
+            value = str(value).zfill(8)  # WorkBench's ids are 8 digits; keep them sortable as text
+        elif kind == "bool":
             value = int(str(value).lower() in ("1", "true", "yes"))
         elif kind in ("int", "number") and value != "":
             value = float(value) if kind == "number" else int(float(value))
