@@ -1,0 +1,195 @@
+"""The torch backend: sampler, logprobs, GRPO loss against the numpy reference, learner, checkpoints."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from textgym.algos import tiny  # noqa: E402
+from textgym.algos.grpo import GRPOConfig, pack  # noqa: E402
+from textgym.algos.grpo import grpo_loss as reference_loss  # noqa: E402
+from textgym.algos.torch import Learner, grpo_loss, load_policy  # noqa: E402
+from textgym.rollout import Rollout  # noqa: E402
+
+SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+MODES = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "constant"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return tiny.create(tmp_path_factory.mktemp("tiny"), seed=0, size=SMALL)
+
+
+def random_rollouts(seed: int, n: int = 8, group_size: int = 4, with_logprobs: bool = True) -> list[Rollout]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        size = int(rng.integers(6, 40))
+        mask = np.zeros(size, np.int8)
+        mask[int(rng.integers(2, size - 1)) :] = 1
+        lp = np.where(mask > 0, rng.normal(-5.5, 0.3, size), 0.0).astype(np.float32) if with_logprobs else None
+        out.append(
+            Rollout("e", "t", i // group_size, [], float(rng.integers(0, 2)), False, 1, True, False,
+                    token_ids=rng.integers(0, 256, size).astype(np.int32), loss_mask=mask, logprobs=lp,
+                    group=i // group_size)
+        )
+    return out
+
+
+def params(model) -> dict[str, np.ndarray]:
+    return {k: v.detach().cpu().numpy().copy() for k, v in model.named_parameters()}
+
+
+# --- sampler and logprobs -------------------------------------------------------------------
+
+
+def test_generate_is_deterministic_per_seed_and_logprobs_match_a_full_forward(model_dir):
+    policy = load_policy(model_dir)
+    rng = np.random.default_rng(0)
+    prompts = [rng.integers(0, 256, n).astype(np.int32) for n in (5, 11, 2)]
+    ids, lps = policy.generate(prompts, max_new_tokens=12, temperature=1.0, seed=7)
+    again, _ = policy.generate(prompts, max_new_tokens=12, temperature=1.0, seed=7)
+    other, _ = policy.generate(prompts, max_new_tokens=12, temperature=1.0, seed=8)
+    assert all(np.array_equal(a, b) for a, b in zip(ids, again))
+    assert not all(np.array_equal(a, b) for a, b in zip(ids, other))
+    for prompt, gen, lp in zip(prompts, ids, lps):
+        assert gen.dtype == np.int32 and lp.dtype == np.float32 and gen.shape == lp.shape
+        seq = np.concatenate([prompt, gen])[None]
+        full = policy.logprobs(seq, np.ones_like(seq))
+        np.testing.assert_allclose(full[0, len(prompt) :], lp, atol=1e-5)
+        assert full[0, 0] == 0.0
+
+
+def test_logprobs_ignore_padding_on_either_side(model_dir):
+    policy = load_policy(model_dir)
+    seq = np.random.default_rng(1).integers(0, 256, 9).astype(np.int32)
+    alone = policy.logprobs(seq[None], np.ones((1, 9), np.int32))[0]
+    right = np.zeros((1, 14), np.int32)
+    right[0, :9] = seq
+    lp_right = policy.logprobs(right, (np.arange(14) < 9).astype(np.int32)[None])[0]
+    left = np.zeros((1, 14), np.int32)
+    left[0, 5:] = seq
+    lp_left = policy.logprobs(left, (np.arange(14) >= 5).astype(np.int32)[None])[0]
+    np.testing.assert_allclose(lp_right[:9], alone, atol=1e-5)
+    np.testing.assert_allclose(lp_left[5:], alone, atol=1e-5)
+    assert not lp_right[9:].any() and not lp_left[:5].any()
+
+
+def test_greedy_batch_equals_one_by_one_and_stops_at_eos_or_stop_ids(model_dir):
+    policy = load_policy(model_dir)
+    rng = np.random.default_rng(2)
+    prompts = [rng.integers(0, 256, n).astype(np.int32) for n in (3, 8, 13)]
+    batched, _ = policy.generate(prompts, max_new_tokens=10, temperature=0.0, seed=0)
+    for prompt, ids in zip(prompts, batched):
+        alone, _ = policy.generate([prompt], max_new_tokens=10, temperature=0.0, seed=0)
+        np.testing.assert_array_equal(alone[0], ids)
+    # Declare the first greedy token an end-of-turn id: every row must stop right after it.
+    first = int(batched[0][0])
+    stopped, _ = policy.generate(prompts[:1], max_new_tokens=10, temperature=0.0, seed=0, eos_ids=[first])
+    np.testing.assert_array_equal(stopped[0], [first])
+    full = [int(t) for t in batched[1]]
+    pair = full[1:3]
+    end = next(j for j in range(2, len(full) + 1) if full[j - 2 : j] == pair)  # first occurrence
+    cut, _ = policy.generate(prompts[1:2], max_new_tokens=10, temperature=0.0, seed=0, stop_ids=[pair])
+    np.testing.assert_array_equal(cut[0], batched[1][:end])
+
+
+# --- loss ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_torch_loss_equals_the_numpy_reference(mode):
+    config = GRPOConfig(group_size=4, loss_aggregation=mode, kl_beta=0.05, clip_eps_high=0.28, micro_batch_size=4, max_length=64)
+    batch = pack(random_rollouts(3), config, pad_id=0)
+    rng = np.random.default_rng(4)
+    current = np.where(batch.loss_mask > 0, batch.old_logprobs + rng.normal(0, 0.3, batch.shape), 0).astype(np.float32)
+    ref = (current + rng.normal(0, 0.2, batch.shape)).astype(np.float32)
+    want, want_metrics = reference_loss(current, batch, config, ref)
+    got, got_metrics = grpo_loss(torch.tensor(current), batch, config, torch.tensor(ref))
+    assert float(got) == pytest.approx(want, abs=1e-5)
+    for name, value in want_metrics.items():
+        assert float(got_metrics[name]) == pytest.approx(value, abs=1e-5), name
+
+
+# --- learner ---------------------------------------------------------------------------------
+
+
+def test_two_steps_change_every_trainable_parameter(model_dir):
+    policy = load_policy(model_dir)
+    config = GRPOConfig(group_size=4, micro_batch_size=4, lr=1e-3, kl_beta=0.01, max_length=64)
+    learner = Learner(policy, config)
+    before = params(policy.model)
+    for seed in (0, 1):
+        metrics = learner.train_step(pack(random_rollouts(seed), config, pad_id=policy.pad_id))
+        assert np.isfinite(metrics["loss/total"]) and metrics["stats/grad_norm"] > 0
+    after = params(policy.model)
+    unchanged = [k for k in before if np.array_equal(before[k], after[k])]
+    assert not unchanged
+    assert learner.step == 2
+
+
+def test_gradient_accumulation_does_not_change_the_step(model_dir):
+    results = []
+    for micro in (1, 2, 8):
+        policy = load_policy(model_dir)
+        config = GRPOConfig(group_size=4, micro_batch_size=micro, lr=1e-3, max_length=64, loss_aggregation="seq-mean-token-mean")
+        batch = pack(random_rollouts(5), config, pad_id=policy.pad_id)
+        metrics = Learner(policy, config).train_step(batch)
+        results.append((metrics["loss/total"], params(policy.model)))
+    for loss, weights in results[1:]:
+        assert loss == pytest.approx(results[0][0], abs=1e-6)
+        for name, value in weights.items():
+            # Adam moves every weight by ~lr = 1e-3; float32 summation order may differ by far less.
+            np.testing.assert_allclose(value, results[0][1][name], atol=2e-5, err_msg=name)
+
+
+def test_without_sampler_logprobs_the_first_ratio_is_one(model_dir):
+    policy = load_policy(model_dir)
+    config = GRPOConfig(group_size=4, micro_batch_size=4, lr=1e-3, num_iterations=2, max_length=64)
+    batch = pack(random_rollouts(6, with_logprobs=False), config, pad_id=policy.pad_id)
+    assert batch.old_logprobs is None
+    first = Learner(policy, config)._update(batch.replace(old_logprobs=policy.logprobs(batch.input_ids, batch.attention_mask)))
+    assert first["stats/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+    metrics = Learner(load_policy(model_dir), config).train_step(batch)
+    assert 0.0 < metrics["stats/ratio_mean"] and np.isfinite(metrics["loss/total"])
+
+
+def test_save_restore_continues_exactly_and_export_loads(model_dir, tmp_path):
+    config = GRPOConfig(group_size=4, micro_batch_size=4, lr=1e-3, kl_beta=0.02, lr_schedule="linear", total_steps=4, max_length=64)
+    batches = [pack(random_rollouts(s), config, pad_id=0) for s in (10, 11)]
+
+    policy = load_policy(model_dir)
+    learner = Learner(policy, config)
+    learner.train_step(batches[0])
+    learner.save(tmp_path / "ckpt")
+    straight = learner.train_step(batches[1])
+    want = params(policy.model)
+
+    resumed_policy = load_policy(tmp_path / "ckpt")
+    resumed = Learner(resumed_policy, config)
+    resumed.restore(tmp_path / "ckpt")
+    assert resumed.step == 1
+    again = resumed.train_step(batches[1])
+    assert again == pytest.approx(straight, abs=1e-6)
+    for name, value in params(resumed_policy.model).items():
+        np.testing.assert_allclose(value, want[name], atol=1e-6, err_msg=name)
+
+    learner.export(tmp_path / "hf")
+    exported = load_policy(tmp_path / "hf")
+    ids = batches[0].input_ids[:2]
+    mask = batches[0].attention_mask[:2]
+    np.testing.assert_allclose(exported.logprobs(ids, mask), policy.logprobs(ids, mask), atol=1e-6)
+
+
+def test_restore_rejects_a_mismatched_checkpoint(model_dir, tmp_path):
+    other = tiny.create(tmp_path / "big", size=tiny.TinySize(hidden_size=48, intermediate_size=64, num_hidden_layers=2))
+    learner = Learner(load_policy(other), GRPOConfig())
+    learner.save(tmp_path / "ckpt")
+    small = Learner(load_policy(model_dir), GRPOConfig())
+    with pytest.raises(KeyError, match="mis-shaped"):
+        small.restore(tmp_path / "ckpt")
+    with pytest.raises(FileNotFoundError):
+        small.restore(model_dir)
