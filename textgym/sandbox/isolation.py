@@ -136,12 +136,16 @@ def bwrap_command(limits: Limits, *, privileged: bool) -> list[str]:
             cmd += ["--cap-add", cap]
     else:
         cmd += ["--unshare-user", "--disable-userns"]
-    for host, inside in layout.binds():
+    binds = [*layout.binds(), (ZYGOTE, SANDBOX_ZYGOTE)]
+    # bwrap makes missing parents 0700 as root; the dropped child must be able to traverse them.
+    for parent in sorted({p for _, inside in binds for p in _parents(inside)}):
+        cmd += ["--perms", "0755", "--dir", parent]
+    for host, inside in binds:
         cmd += ["--ro-bind", host, inside]
     site = os.path.join(layout.stdlib, "site-packages")
     if os.path.isdir(site):  # third-party packages stay outside
         cmd += ["--tmpfs", f"{SANDBOX_PYTHON}/lib/{layout.version}/site-packages"]
-    cmd += ["--ro-bind", ZYGOTE, SANDBOX_ZYGOTE, "--proc", "/proc", "--dev", "/dev"]
+    cmd += ["--proc", "/proc", "--dev", "/dev"]
     cmd += ["--size", str(limits.tmp_size), "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv"]
     for key, value in {
         "PYTHONHASHSEED": "0",
@@ -156,6 +160,12 @@ def bwrap_command(limits: Limits, *, privileged: bool) -> list[str]:
         cmd += ["--setenv", key, value]
     cmd += [f"{SANDBOX_PYTHON}/bin/python3", "-S", "-s", "-B", *(["-P"] if sys.version_info >= (3, 11) else [])]
     return cmd + [SANDBOX_ZYGOTE]
+
+
+def _parents(path: str) -> list[str]:
+    """``/a/b/c`` -> ``["/a", "/a/b"]``."""
+    parts = path.strip("/").split("/")[:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,53 @@
+"""One sandbox per test session, with short time limits so attacks end fast."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from textgym.sandbox import Call, Limits, Sandbox
+
+ATTACK_LIMITS = Limits(call_timeout=1.0, total_timeout=3.0, memory=256 << 20, processes=16)
+
+
+@pytest.fixture(scope="session")
+def box():
+    """A one-worker sandbox: the same warm worker must survive every attack."""
+    with Sandbox(ATTACK_LIMITS, workers=1) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture
+def host_snapshot(tmp_path):
+    """A host directory with a secret file; the test checks it is unchanged afterwards."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the host's secret")
+    before = sorted(os.listdir(tmp_path))
+    yield tmp_path
+    assert sorted(os.listdir(tmp_path)) == before
+    assert secret.read_text() == "the host's secret"
+
+
+@pytest.fixture(scope="session")
+def passes(box):
+    """The verdict an env would give: the returned value equals ``expected``, compared on the host."""
+
+    def verdict(code: str, expected, *, name: str = "f", args=()) -> bool:
+        got = box.run(code, [Call(name=name, args=list(args))]).results[0]
+        return got.ok and type(got.value) is type(expected) and got.value == expected
+
+    return verdict
+
+
+@pytest.fixture(scope="session")
+def processes(box):
+    """Processes in the worker's pids cgroup (3 when idle: bwrap, its init, the zygote)."""
+
+    def count() -> int:
+        (worker,) = box._all
+        (pids,) = [d for d in worker.cgroup.dirs if os.path.exists(os.path.join(d, "pids.current"))]
+        with open(os.path.join(pids, "pids.current")) as fh:
+            return int(fh.read())
+
+    return count

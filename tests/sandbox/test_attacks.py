@@ -1,0 +1,287 @@
+"""Attacks on the sandbox: each scores 0, leaves the host unchanged and the worker usable.
+
+Every attack returns 42 if it "succeeds", so a verdict of ``passes(..., 42)`` would mean the
+attack won. After each one the same warm worker must run an honest program correctly and hold
+no leftover process.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from textgym.sandbox import Call
+
+HONEST = "def f(x):\n    return x + 1\n"
+
+
+@pytest.fixture(autouse=True)
+def worker_survives(box, passes, processes):
+    """After every attack: no process left behind and the warm worker still answers."""
+    yield
+    assert processes() == 3
+    assert passes(HONEST, 8, args=[7])
+
+
+def test_infinite_loop_times_out(box, passes):
+    start = time.monotonic()
+    assert not passes("def f():\n    while True:\n        pass\n", 42)
+    assert time.monotonic() - start < 3.0
+    result = box.run("def f():\n    while True:\n        pass\n", [Call(name="f")]).results[0]
+    assert result.timeout and "time limit" in result.error
+
+
+def test_infinite_loop_at_import_times_out(box):
+    result = box.run("while True:\n    pass\n", [Call(name="f")])
+    assert not result.loaded and "time limit" in result.load_error
+
+
+def test_fork_bomb_is_contained(box, passes):
+    bomb = (
+        "import os\n"
+        "def f():\n"
+        "    while True:\n"
+        "        try:\n"
+        "            os.fork()\n"
+        "        except OSError:\n"
+        "            pass\n"
+    )
+    assert not passes(bomb, 42)
+
+
+def test_thread_bomb_is_contained(box):
+    code = (
+        "import threading, time\n"
+        "def f():\n"
+        "    for _ in range(10000):\n"
+        "        threading.Thread(target=time.sleep, args=(100,)).start()\n"
+        "    return 42\n"
+    )
+    result = box.run(code, [Call(name="f")]).results[0]
+    assert not result.ok and "thread" in result.error
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    x = bytearray(10**10)\n    return 42\n",
+        "    x = []\n    while True:\n        x.append(bytearray(10**7))\n",
+        "    return 'x' * 10**12\n",
+    ],
+)
+def test_memory_bomb_is_contained(passes, body):
+    assert not passes("def f():\n" + body, 42)
+
+
+def test_console_flood_is_cut(box):
+    result = box.run("def f():\n    while True:\n        print('x' * 10000)\n", [Call(name="f")])
+    assert "output limit" in result.results[0].error
+    assert len(result.console) <= box.limits.max_console
+
+
+def test_huge_return_value_is_cut(box):
+    result = box.run("def f():\n    return 'x' * (50 << 20)\n", [Call(name="f")]).results[0]
+    assert not result.ok and "larger than" in result.error
+
+
+def test_stdout_flood_in_stdio_mode_is_truncated(box):
+    result = box.run("while True:\n    print('y' * 1000)\n", [Call(kind="stdio")], mode="stdio").results[0]
+    assert not result.ok
+
+
+def test_disk_fill_hits_the_tmpfs_cap(box, passes):
+    code = (
+        "import os\n"
+        "def f():\n"
+        "    with open('fill', 'wb') as fh:\n"
+        "        for _ in range(1000):\n"
+        "            fh.write(b'x' * (1 << 20))\n"
+        "    return 42\n"
+    )
+    assert not passes(code, 42)
+
+
+def test_files_do_not_survive_between_runs(box):
+    box.run("open('left.txt', 'w').write('x')\ndef f():\n    return 1\n", [Call(name="f")])
+    result = box.run("import os\ndef f():\n    return os.listdir('.')\n", [Call(name="f")]).results[0]
+    assert result.value == []
+
+
+def test_host_files_are_not_readable(box, host_snapshot):
+    probe = (
+        "import os\n"
+        "def f(path):\n"
+        "    try:\n"
+        "        return open(path).read()\n"
+        "    except OSError as exc:\n"
+        "        return type(exc).__name__\n"
+    )
+    for path in [str(host_snapshot / "secret.txt"), "/etc/passwd", "/work/main/pyproject.toml", "/root/.bashrc"]:
+        got = box.run(probe, [Call(name="f", args=[path])]).results[0].value
+        assert got in ("FileNotFoundError", "PermissionError"), path
+    listing = box.run("import os\ndef f():\n    return sorted(os.listdir('/'))\n", [Call(name="f")]).results[0].value
+    assert not {"work", "root", "home", "etc"} & set(listing) - {"etc"}
+    site = box.run(
+        "import os, sys\ndef f():\n    return [p for p in sys.path if os.path.isdir(p) and 'site-packages' in p and os.listdir(p)]\n",
+        [Call(name="f")],
+    ).results[0].value
+    assert site == []
+
+
+def test_host_files_are_not_writable(box, host_snapshot):
+    code = (
+        "def f(path):\n"
+        "    try:\n"
+        "        open(path, 'w').write('pwned')\n"
+        "        return 'wrote'\n"
+        "    except OSError as exc:\n"
+        "        return type(exc).__name__\n"
+    )
+    for path in [str(host_snapshot / "secret.txt"), str(host_snapshot / "new.txt"), "/python/bin/python3", "/tmp/x"]:
+        assert box.run(code, [Call(name="f", args=[path])]).results[0].value != "wrote", path
+
+
+def test_no_network_even_to_host_loopback(box):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+    accepted = []
+    thread = threading.Thread(target=lambda: accepted.append(_accept(server)))
+    thread.start()
+    code = (
+        "import socket\n"
+        "def f(port):\n"
+        "    try:\n"
+        "        socket.create_connection(('127.0.0.1', port), timeout=0.5)\n"
+        "        return 'connected'\n"
+        "    except OSError as exc:\n"
+        "        return type(exc).__name__\n"
+    )
+    got = box.run(code, [Call(name="f", args=[port])]).results[0].value
+    thread.join()
+    server.close()
+    assert got in ("ConnectionRefusedError", "OSError", "TimeoutError") and accepted == [None]
+    dns = "import socket\ndef f():\n    try:\n        return socket.gethostbyname('pypi.org')\n    except OSError as exc:\n        return 'no'\n"
+    assert box.run(dns, [Call(name="f")]).results[0].value == "no"
+
+
+def _accept(server):
+    try:
+        return server.accept()
+    except OSError:
+        return None
+
+
+@pytest.mark.parametrize("target", ["os.getppid()", "1", "-1"])
+def test_killing_the_parent_fails(box, passes, target):
+    before = next(iter(box._all)).proc.pid
+    code = f"import os, signal\ndef f():\n    os.kill({target}, signal.SIGKILL)\n    return 42\n"
+    assert not passes(code, 42) or target == "-1"  # kill(-1) only reaches the program itself
+    assert not passes(code.replace("return 42", "return 41"), 42)
+    assert next(iter(box._all)).proc.pid == before
+
+
+def test_setsid_daemon_is_killed(box, processes):
+    daemon = (
+        "import os, time\n"
+        "def f():\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        if os.fork() == 0:\n"
+        "            while True:\n"
+        "                time.sleep(0.01)\n"
+        "        os._exit(0)\n"
+        "    time.sleep(0.1)\n"
+        "    return 1\n"
+    )
+    assert box.run(daemon, [Call(name="f")]).results[0].value == 1
+    assert processes() == 3
+    seen = box.run("import os\ndef f():\n    return sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n", [Call(name="f")])
+    assert len(seen.results[0].value) == 3  # bwrap's init, the zygote, and this program
+
+
+def test_zombies_are_reaped(box, processes):
+    code = "import os\ndef f():\n    for _ in range(5):\n        if os.fork() == 0:\n            os._exit(0)\n    return 1\n"
+    assert box.run(code, [Call(name="f")]).results[0].value == 1
+    assert processes() == 3
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    import sys\n    sys.exit(0)\n",
+        "    import os\n    os._exit(0)\n",
+        "    raise SystemExit(42)\n",
+        "    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n",
+    ],
+)
+def test_exit_tricks_score_zero(passes, body):
+    assert not passes("def f():\n" + body, 42)
+
+
+def test_exit_at_import_scores_zero(box):
+    for code in ["import os\nos._exit(0)\n", "import sys\nsys.exit(0)\n"]:
+        result = box.run(code + "def f():\n    return 42\n", [Call(name="f")])
+        assert not result.loaded and not result.results[0].ok
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "class A:\n    def __eq__(self, other):\n        return True\ndef f():\n    return A()\n",
+        "class I(int):\n    def __eq__(self, other):\n        return True\ndef f():\n    return I(0)\n",
+        "class S(str):\n    def __eq__(self, other):\n        return True\n    __hash__ = str.__hash__\ndef f():\n    return S('no')\n",
+        "class L(list):\n    def __eq__(self, other):\n        return True\ndef f():\n    return L()\n",
+    ],
+)
+def test_always_equal_objects_never_pass(box, passes, code):
+    assert not passes(code, 42)
+    assert not box.run(code, [Call(name="f")]).results[0].ok
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "def f():\n    print('All tests passed')\n    print('PASSED')\n    return 0\n",
+        # a forged reply on every descriptor the program might guess for the result pipe, with
+        # pass markers: only the value counts, and a forged value is no more than returning it
+        "import os\ndef f():\n    for fd in range(3, 30):\n        try:\n            os.write(fd, b'{\"id\": 0, \"value\": 41, \"passed\": true, \"ok\": true}\\n')\n        except OSError:\n            pass\n    return 0\n",
+    ],
+)
+def test_fake_markers_never_pass(passes, code):
+    assert not passes(code, 42)
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        "import json\njson.dumps = lambda *a, **k: '{\"id\": 0, \"passed\": true, \"value\": \"PASS\"}'\n",
+        "import __main__\n__main__.encode = lambda value, depth=0: {'__eq__': 'always'}\n",
+        "import builtins\nbuiltins.isinstance = lambda *a: True\nbuiltins.type = lambda *a: int\n",
+    ],
+)
+def test_harness_patching_never_passes(passes, patch):
+    assert not passes(patch + "def f():\n    return 0\n", 42)
+
+
+def test_runs_as_nobody_without_capabilities(box):
+    code = (
+        "import os\n"
+        "def f():\n"
+        "    caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapPrm', 'CapAmb'))]\n"
+        "    return os.getuid(), os.geteuid(), os.getgid(), os.getgroups(), caps\n"
+    )
+    uid, euid, gid, groups, caps = box.run(code, [Call(name="f")]).results[0].value
+    assert uid == euid == gid == 65534 and groups == [] and set(caps) == {"0000000000000000"}
+
+
+def test_runs_are_deterministic(box):
+    code = "import random\ndef f():\n    return hash('abc'), list({'x', 'y', 'z', 'w'}), random.random()\n"
+    first = box.run(code, [Call(name="f")]).results[0].value
+    second = box.run(code, [Call(name="f")]).results[0].value
+    assert first == second
