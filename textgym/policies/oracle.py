@@ -35,7 +35,8 @@ class OraclePolicy:
 
     def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]] | None = None) -> PolicyOutput:
         if isinstance(self.venv, gym.vector.VectorEnv):
-            actions = list(self.venv.call("oracle_action"))
+            # Vector wrappers do not forward ``call``; the base vector env always has it.
+            actions = list(self.venv.unwrapped.call("oracle_action"))
         else:
             actions = [self.venv.unwrapped.oracle_action()]
         if len(actions) != len(observations):
