@@ -148,8 +148,11 @@ def _pinned(query: str, ground_truth: Any, d: Mapping[str, Any], source: str) ->
 def _calls(ground_truth: Any) -> list[dict[str, Any]]:
     """Ground-truth calls as ``[{"name", "arguments": dict}]``; arguments may be JSON strings."""
     if isinstance(ground_truth, str):
-        ground_truth = json.loads(ground_truth)
-    if not isinstance(ground_truth, Sequence):
+        try:
+            ground_truth = json.loads(ground_truth)
+        except json.JSONDecodeError as exc:
+            raise InvalidTask(f"ground_truth is a string but not JSON ({exc.msg})") from None
+    if isinstance(ground_truth, (str, bytes)) or not isinstance(ground_truth, Sequence):
         raise InvalidTask(f"ground_truth must be a list of calls, got {type(ground_truth).__name__}")
     calls = []
     for i, c in enumerate(ground_truth):
