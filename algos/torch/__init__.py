@@ -17,8 +17,9 @@ from textgym.error import require
 require("torch", "torch")
 require("transformers", "torch")
 
-from textgym.algos.torch.learner import Learner, load_weights, lr_factor  # noqa: E402
+from textgym.algos.torch.learner import Learner, load_weights, make_schedule  # noqa: E402
 from textgym.algos.torch.loss import grpo_loss  # noqa: E402
-from textgym.algos.torch.policy import TorchPolicy, load_policy, sequence_logprobs  # noqa: E402
+from textgym.algos.torch.policy import Policy, load_policy, sequence_logprobs  # noqa: E402
+from textgym.algos.torch.sampler import generate  # noqa: E402
 
-__all__ = ["Learner", "TorchPolicy", "grpo_loss", "load_policy", "load_weights", "lr_factor", "sequence_logprobs"]
+__all__ = ["Learner", "Policy", "generate", "grpo_loss", "load_policy", "load_weights", "make_schedule", "sequence_logprobs"]

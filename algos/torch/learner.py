@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -29,26 +29,31 @@ from torch.nn.parallel import DistributedDataParallel
 
 from textgym.algos.grpo import Batch, GRPOConfig, split_micro_batches
 from textgym.algos.torch.loss import grpo_loss
-from textgym.algos.torch.policy import TorchPolicy, sequence_logprobs
+from textgym.algos.torch.policy import Policy, sequence_logprobs
 
 STATE_FILE = "trainer_state.pt"
 REFERENCE_FILE = "reference.safetensors"
 
 
-def lr_factor(step: int, config: GRPOConfig) -> float:
-    """Multiplier of ``config.lr`` at optimiser step ``step``: linear warm-up from 0, then the schedule."""
-    if step < config.warmup_steps:
-        return step / config.warmup_steps
-    if config.lr_schedule == "constant":
-        return 1.0
-    progress = min(1.0, (step - config.warmup_steps) / max(1, config.total_steps - config.warmup_steps))
-    if config.lr_schedule == "linear":
-        return 1.0 - progress
-    return 0.5 * (1.0 + math.cos(math.pi * progress))
+def make_schedule(config: GRPOConfig) -> Callable[[int], float]:
+    """Learning rate at each optimiser step: linear warm-up from 0 to ``config.lr``, then constant
+    or a linear/cosine decay to 0 at ``total_steps`` (the JAX backend's optax schedule, step for step)."""
+
+    def schedule(step: int) -> float:
+        if step < config.warmup_steps:
+            return config.lr * step / config.warmup_steps
+        if config.lr_schedule == "constant":
+            return config.lr
+        progress = min(1.0, (step - config.warmup_steps) / max(1, config.total_steps - config.warmup_steps))
+        if config.lr_schedule == "linear":
+            return config.lr * (1.0 - progress)
+        return config.lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return schedule
 
 
 class Learner:
-    """GRPO updates of a :class:`~textgym.algos.torch.policy.TorchPolicy`'s model, in place.
+    """GRPO updates of a :class:`~textgym.algos.torch.policy.Policy`'s model, in place.
 
     Args:
         policy: The policy to train; its sampler sees every update immediately.
@@ -60,7 +65,7 @@ class Learner:
         world_size: Number of data-parallel ranks.
     """
 
-    def __init__(self, policy: TorchPolicy, config: GRPOConfig):
+    def __init__(self, policy: Policy, config: GRPOConfig):
         self.policy = policy
         self.config = config
         self.model = policy.model
@@ -78,7 +83,9 @@ class Learner:
             eps=config.adam_eps,
             weight_decay=config.weight_decay,
         )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, config))
+        self.schedule = make_schedule(config)
+        # LambdaLR multiplies the optimiser's lr; a zero lr would zero every factor.
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: self.schedule(s) / config.lr if config.lr else 0.0)
         self.step = 0
 
     # ----- training -----
@@ -169,10 +176,7 @@ class Learner:
         """
         directory = Path(directory)
         if self.rank == 0:
-            directory.mkdir(parents=True, exist_ok=True)
-            self.model.save_pretrained(str(directory))
-            if self.policy.tokenizer is not None:
-                self.policy.tokenizer.save_pretrained(str(directory))
+            self.policy.export(directory)
         _barrier(self.world_size)
         return directory
 

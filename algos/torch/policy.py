@@ -16,14 +16,9 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
-
-def token_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """``log softmax(logits / T)`` at ``ids``, in float32; both tensors share their leading dims."""
-    logits = logits.float() / temperature
-    picked = logits.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
-    return picked - torch.logsumexp(logits, dim=-1)
+from textgym.algos.torch.sampler import generate, token_logprobs
 
 
 def sequence_logprobs(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -39,7 +34,7 @@ def sequence_logprobs(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Ten
     return lp * (mask * F.pad(mask[:, :-1], (1, 0))).to(lp.dtype)
 
 
-class TorchPolicy:
+class Policy:
     """A causal LM with numpy-facing ``logprobs`` and ``generate`` (see :func:`load_policy`).
 
     Attributes:
@@ -121,72 +116,25 @@ class TorchPolicy:
             ``log_softmax(logits / temperature)``, before top-p (the greedy case reports
             temperature-1 logprobs).
         """
-        batch = len(prompts)
-        if batch == 0:
-            return [], []
-        lengths = [len(p) for p in prompts]
-        if min(lengths) < 1:
-            raise ValueError("every prompt needs at least one token")
         was_training = self.model.training
         self.model.eval()
-        device = self.device
-        width = max(lengths)
-        ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((batch, width), dtype=torch.long)
-        for i, p in enumerate(prompts):  # left padding: every row's next token is at the end
-            ids[i, width - len(p):] = torch.as_tensor(np.asarray(p, dtype=np.int64))
-            mask[i, width - len(p):] = 1
-        ids, mask = ids.to(device), mask.to(device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        generator = torch.Generator(device=device).manual_seed(int(seed))
-        eos = torch.as_tensor(list(self.eos_ids if eos_ids is None else eos_ids), dtype=torch.long, device=device)
-        stops = [list(map(int, s)) for s in stop_ids if len(s)]
-        cache = DynamicCache(config=self.model.config)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1)
-        next_pos = positions[:, -1] + 1
-        done = torch.zeros(batch, dtype=torch.bool, device=device)
-        ends = np.full(batch, int(max_new_tokens))  # generated length of each row
-        tokens, logps, history = [], [], [[] for _ in range(batch)]
-        for step in range(int(max_new_tokens)):
-            tok, lp = _sample(out.logits[:, -1].float(), temperature, top_p, generator)
-            tok = torch.where(done, torch.full_like(tok, self.pad_id), tok)
-            tokens.append(tok)
-            logps.append(lp)
-            finished = torch.isin(tok, eos) & ~done
-            if stops:
-                for i, t in enumerate(tok.tolist()):
-                    history[i].append(t)
-                    if not done[i] and any(history[i][-len(s):] == s for s in stops):
-                        finished[i] = True
-            ends[finished.cpu().numpy()] = step + 1
-            done = done | finished
-            if bool(done.all()):
-                break
-            mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
-            out = self.model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None], cache=cache, use_cache=True)
-            next_pos = next_pos + 1
-        self.model.train(was_training)
-        toks = torch.stack(tokens, 1).cpu().numpy().astype(np.int32) if tokens else np.zeros((batch, 0), np.int32)
-        lps = torch.stack(logps, 1).cpu().numpy().astype(np.float32) if logps else np.zeros((batch, 0), np.float32)
-        return [toks[i, : ends[i]].copy() for i in range(batch)], [lps[i, : ends[i]].copy() for i in range(batch)]
+        try:
+            return generate(
+                self.model, prompts, int(max_new_tokens), float(temperature), int(seed), top_p=float(top_p),
+                stop_ids=stop_ids, eos_ids=self.eos_ids if eos_ids is None else eos_ids, pad_id=self.pad_id,
+            )
+        finally:
+            self.model.train(was_training)
+
+    def export(self, out_dir: str | os.PathLike) -> None:
+        """Write the current weights and tokenizer as a Hugging Face directory."""
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(str(out_dir))
+        if self.tokenizer is not None:
+            self.tokenizer.save_pretrained(str(out_dir))
 
 
-def _sample(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """One token per row and its logprob under ``log_softmax(logits / temperature)``."""
-    if temperature <= 0:
-        tok = logits.argmax(-1)
-        return tok, token_logprobs(logits, tok)
-    logp = torch.log_softmax(logits / temperature, dim=-1)
-    probs = logp.exp()
-    if top_p < 1.0:
-        sorted_p, order = probs.sort(dim=-1, descending=True)
-        keep = (sorted_p.cumsum(-1) - sorted_p) < top_p  # always keeps the most likely token
-        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p * keep)
-    tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-    return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
-
-
-def load_policy(path: str | os.PathLike, *, dtype: str = "float32", device: str | torch.device = "cpu") -> TorchPolicy:
+def load_policy(path: str | os.PathLike, *, dtype: str = "float32", device: str | torch.device = "cpu") -> Policy:
     """Load a local Hugging Face causal-LM directory (config.json, safetensors, tokenizer).
 
     Args:
@@ -204,4 +152,4 @@ def load_policy(path: str | os.PathLike, *, dtype: str = "float32", device: str 
     model.to(device)
     model.train()
     tokenizer = AutoTokenizer.from_pretrained(str(path))
-    return TorchPolicy(model, tokenizer, path)
+    return Policy(model, tokenizer, path)

@@ -1,0 +1,98 @@
+"""Batched sampling with a KV cache for transformers causal LMs, drawn from an explicit generator.
+
+The torch twin of :mod:`textgym.algos.jax.sampler`. Prompts are left-padded into one prefill
+(positions count real tokens only, so padding never shifts RoPE); then one token per step for
+every unfinished row, each step feeding only the new token against the cache. Randomness comes
+from a ``torch.Generator`` seeded per call, never from torch's global RNG.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+
+def token_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """``log_softmax(logits / temperature)`` at ``ids``, in float32; both share their leading dims."""
+    logits = logits.float() / temperature
+    picked = logits.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+    return picked - torch.logsumexp(logits, dim=-1)
+
+
+def sample_token(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per row and its logprob under ``log_softmax(logits / temperature)``."""
+    if temperature <= 0:
+        tok = logits.argmax(-1)
+        return tok, token_logprobs(logits, tok)
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    probs = logp.exp()
+    if top_p < 1.0:
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        keep = (sorted_p.cumsum(-1) - sorted_p) < top_p  # always keeps the most likely token
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p * keep)
+    tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
+
+
+@torch.no_grad()
+def generate(
+    model: torch.nn.Module,
+    prompts: Sequence[np.ndarray],
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+    *,
+    top_p: float,
+    stop_ids: Sequence[Sequence[int]],
+    eos_ids: Sequence[int],
+    pad_id: int,
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Sample from ``model`` (in eval mode); see :meth:`textgym.algos.torch.policy.Policy.generate`."""
+    batch = len(prompts)
+    if batch == 0:
+        return [], []
+    lengths = [len(p) for p in prompts]
+    if min(lengths) < 1:
+        raise ValueError("every prompt needs at least one token")
+    device = next(model.parameters()).device
+    width = max(lengths)
+    ids = torch.full((batch, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((batch, width), dtype=torch.long)
+    for i, p in enumerate(prompts):  # left padding: every row's next token is at the end
+        ids[i, width - len(p):] = torch.as_tensor(np.asarray(p, dtype=np.int64))
+        mask[i, width - len(p):] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    generator = torch.Generator(device=device).manual_seed(int(seed))
+    eos = torch.as_tensor(list(eos_ids), dtype=torch.long, device=device)
+    stops = [list(map(int, s)) for s in stop_ids if len(s)]
+    cache = DynamicCache(config=model.config)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1)
+    next_pos = positions[:, -1] + 1
+    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    ends = np.full(batch, int(max_new_tokens))  # generated length of each row
+    tokens, logps, history = [], [], [[] for _ in range(batch)]
+    for step in range(int(max_new_tokens)):
+        tok, lp = sample_token(out.logits[:, -1].float(), temperature, top_p, generator)
+        tok = torch.where(done, torch.full_like(tok, pad_id), tok)
+        tokens.append(tok)
+        logps.append(lp)
+        finished = torch.isin(tok, eos) & ~done
+        if stops:
+            for i, t in enumerate(tok.tolist()):
+                history[i].append(t)
+                if not done[i] and any(history[i][-len(s):] == s for s in stops):
+                    finished[i] = True
+        ends[finished.cpu().numpy()] = step + 1
+        done = done | finished
+        if bool(done.all()):
+            break
+        mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
+        out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None], cache=cache, use_cache=True)
+        next_pos = next_pos + 1
+    toks = torch.stack(tokens, 1).cpu().numpy().astype(np.int32) if tokens else np.zeros((batch, 0), np.int32)
+    lps = torch.stack(logps, 1).cpu().numpy().astype(np.float32) if logps else np.zeros((batch, 0), np.float32)
+    return [toks[i, : ends[i]].copy() for i in range(batch)], [lps[i, : ends[i]].copy() for i in range(batch)]
