@@ -1,19 +1,24 @@
 """Rollout records: one finished episode, as training data and as an evaluation log.
 
 Records write to and read from JSONL (arrays as lists), so a file of rollouts is both a dataset
-for the trainers and something a person can grep.
+for the trainers and something a person can grep, and convert to and from a Hugging Face
+``datasets.Dataset`` in the conversational format that TRL and Unsloth read (``messages``,
+``tools``, plus ``reward`` and the other fields). :func:`collect` plays a vector env with a batched
+policy and returns the records.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
+from textgym.error import require
 from textgym.messages import thaw
 
 _ARRAYS = {"token_ids": np.int32, "loss_mask": np.int8, "logprobs": np.float32}
@@ -66,6 +71,9 @@ class Rollout:
     ``token_ids`` is the whole trajectory, ``loss_mask`` is 1 exactly on policy-sampled tokens,
     ``logprobs`` holds the sampler's logprob at those positions (0 elsewhere), ``turn_spans`` the
     ``[start, end)`` span of each policy turn. ``group`` ties GRPO groups (same seed) together.
+    ``tools`` holds the OpenAI tool schemas the env declared at reset (chat templates need them
+    to render the conversation), ``timing`` the episode's totals in seconds and ``turn_timing``
+    one ``{"policy_s", "env_s"}`` entry per turn (see :func:`collect`).
     """
 
     env_id: str
@@ -83,6 +91,8 @@ class Rollout:
     turn_spans: list[tuple[int, int]] | None = None
     group: int | None = None
     timing: dict[str, float] = field(default_factory=dict)
+    tools: list[dict[str, Any]] | None = None
+    turn_timing: list[dict[str, float]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self) | {"messages": thaw(self.messages)}
@@ -114,3 +124,246 @@ def write_rollouts(path: str | os.PathLike, rollouts: Iterable[Rollout], append:
 def read_rollouts(path: str | os.PathLike) -> list[Rollout]:
     with open(path, encoding="utf-8") as fh:
         return [Rollout.from_dict(json.loads(line)) for line in fh if line.strip()]
+
+
+# ----- Hugging Face datasets -----
+
+
+def _features() -> Any:
+    """Column types: messages and tools as JSON (their keys vary by role and tool; Arrow structs
+    would pad every message with the union of all keys), arrays as typed lists."""
+    from datasets import Features, Json, List, Value
+
+    return Features(
+        {
+            "messages": List(Json()),
+            "tools": List(Json()),
+            "reward": Value("float64"),
+            "env_id": Value("string"),
+            "task_id": Value("string"),
+            "seed": Value("int64"),
+            "success": Value("bool"),
+            "turns": Value("int64"),
+            "terminated": Value("bool"),
+            "truncated": Value("bool"),
+            "token_ids": List(Value("int32")),
+            "loss_mask": List(Value("int8")),
+            "logprobs": List(Value("float32")),
+            "turn_spans": List(List(Value("int64"))),
+            "group": Value("int64"),
+            "timing": Json(),
+            "turn_timing": List(Json()),
+        }
+    )
+
+
+def to_dataset(rollouts: Iterable[Rollout]) -> Any:
+    """A ``datasets.Dataset`` with one row per rollout, in TRL's conversational format.
+
+    The ``messages`` (OpenAI chat shape, tool calls included) and ``tools`` columns are what
+    ``trl.SFTTrainer`` and Unsloth read; ``reward`` and the rest of the record ride along, so
+    :func:`from_dataset` gives the rollouts back unchanged. Filter by ``success`` or ``reward``
+    to build an SFT set from good episodes.
+
+    Raises:
+        MissingDependency: ``datasets`` is not installed (``pip install 'textgym[datasets]'``).
+    """
+    datasets = require("datasets", "datasets")
+    return datasets.Dataset.from_list([r.to_dict() for r in rollouts], features=_features())
+
+
+def from_dataset(dataset: Iterable[Mapping[str, Any]]) -> list[Rollout]:
+    """Rollouts from a dataset made by :func:`to_dataset` (or any rows with the record's fields)."""
+    return [Rollout.from_dict(row) for row in dataset]
+
+
+# ----- collecting rollouts from a vector env -----
+
+
+@dataclass
+class _Episode:
+    """An episode in flight in one vector-env slot."""
+
+    index: int
+    seed: int | None
+    reset_info: dict[str, Any]
+    started: float
+    reward: float = 0.0
+    turn_timing: list[dict[str, float]] = field(default_factory=list)
+
+
+def collect(
+    venv: Any,
+    policy: Any,
+    *,
+    episodes: int | None = None,
+    seeds: Sequence[int] | None = None,
+    group_size: int = 1,
+    options: Mapping[str, Any] | None = None,
+    env_id: str | None = None,
+) -> list[Rollout]:
+    """Play ``episodes`` episodes in a vector env with a batched policy and return their records.
+
+    Episode ``k`` is reset with ``seeds[k // group_size]``, so each GRPO group of ``group_size``
+    episodes shares one task (``Rollout.group == k // group_size``). Rollouts come back ordered by
+    ``k``, whatever order they finished in.
+
+    Every step the policy acts on the whole batch (``policy.act(observations, infos)``, slot ``i``
+    is sub-env ``i``; ``infos[i]`` is that slot's latest reset or step info). Slots whose episode
+    ended are masked: their actions still go to the vector env, their results are dropped. Vector
+    envs cannot seed an autoreset, so how slots are refilled follows the autoreset mode:
+
+    * ``NEXT_STEP`` and ``SAME_STEP``: in waves of ``num_envs`` episodes, each begun with one
+      seeded ``venv.reset(seed=[...])`` once every slot of the previous wave has finished;
+    * ``DISABLED``: a finished slot is reset at once with the next episode's seed
+      (``options={"reset_mask": ...}``).
+
+    With :class:`textgym.wrappers.TokenObservation` sub-envs, token fields come from
+    ``info["trajectory"]``, and the policy's logprobs are passed along with its ids.
+
+    Timing: ``turn_timing`` holds, per turn, the seconds of the batched policy call and of the
+    vector step that the turn was part of; ``timing`` their sums and ``wall_s``, from the episode's
+    reset to its end.
+
+    Args:
+        venv: A ``gymnasium.vector.VectorEnv`` (sync, async or Ray) of textgym envs.
+        policy: Anything with ``act(observations, infos) -> PolicyOutput``.
+        episodes: How many episodes; defaults to ``len(seeds) * group_size``.
+        seeds: One task seed per group; defaults to ``0, 1, ...``.
+        group_size: Episodes per seed (GRPO's G).
+        options: Reset options passed to every episode (e.g. ``{"task_index": 3}``).
+        env_id: The record's ``env_id``; defaults to ``venv.spec.id``.
+
+    Returns:
+        One :class:`Rollout` per episode.
+    """
+    from gymnasium.vector import AutoresetMode
+
+    if int(group_size) < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    if episodes is None and seeds is None:
+        raise ValueError("pass episodes=, seeds= or both")
+    if seeds is None:
+        if episodes % group_size:
+            raise ValueError(f"episodes ({episodes}) must be a multiple of group_size ({group_size})")
+        seeds = range(episodes // group_size)
+    if episodes is None:
+        episodes = len(seeds) * group_size
+    if episodes != len(seeds) * group_size:
+        raise ValueError(f"episodes={episodes} does not match {len(seeds)} seeds x group_size={group_size}")
+    mode = AutoresetMode(venv.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
+    env_id = env_id or getattr(getattr(venv, "spec", None), "id", None) or "unknown"
+    n = venv.num_envs
+
+    results: list[Rollout | None] = [None] * episodes
+    slots: list[_Episode | None] = [None] * n
+    infos_by_slot: list[dict[str, Any]] = [{} for _ in range(n)]
+    queue = list(range(episodes))[::-1]  # episodes not yet started, next one last
+
+    def refill(mask: np.ndarray):
+        """Reset the masked slots with the next episodes (``mask`` all True: a full reset)."""
+        seed_list: list[int | None] = [None] * n
+        for i in np.flatnonzero(mask):
+            k = queue.pop() if queue else None
+            slots[i] = None if k is None else _Episode(k, int(seeds[k // group_size]), {}, time.perf_counter())
+            seed_list[i] = None if k is None else slots[i].seed
+        reset_options = dict(options or {})
+        if not mask.all():
+            reset_options["reset_mask"] = mask
+        observations, infos = venv.reset(seed=seed_list, options=reset_options or None)
+        for i in np.flatnonzero(mask):
+            infos_by_slot[i] = _slot_info(infos, i)
+            if slots[i] is not None:
+                slots[i].reset_info = infos_by_slot[i]
+        return observations
+
+    observations = refill(np.ones(n, dtype=bool))
+    while any(s is not None for s in slots):
+        t0 = time.perf_counter()
+        output = policy.act(list(observations), list(infos_by_slot))
+        t1 = time.perf_counter()
+        observations, rewards, terminated, truncated, infos = venv.step(_env_actions(observations, output))
+        t2 = time.perf_counter()
+        for i, episode in enumerate(slots):
+            infos_by_slot[i] = _slot_info(infos, i)
+            if episode is None:
+                continue
+            episode.reward += float(rewards[i])
+            episode.turn_timing.append({"policy_s": t1 - t0, "env_s": t2 - t1})
+            if terminated[i] or truncated[i]:
+                if mode == AutoresetMode.SAME_STEP:
+                    final_obs, final_info = infos["final_obs"][i], _slot_info(infos["final_info"], i)
+                else:
+                    final_obs, final_info = observations[i], infos_by_slot[i]
+                done = bool(terminated[i]), bool(truncated[i])
+                results[episode.index] = _record(episode, env_id, final_obs, final_info, *done, group_size)
+                slots[i] = None
+        ended = np.asarray(terminated) | np.asarray(truncated)
+        if all(s is None for s in slots):
+            if queue:
+                observations = refill(np.ones(n, dtype=bool))
+        elif mode == AutoresetMode.DISABLED and ended.any():
+            observations = refill(ended)  # sub-envs that ended cannot step again before a reset
+    return results  # type: ignore[return-value]
+
+
+def _env_actions(observations: Sequence[Any], output: Any) -> list[Any]:
+    """The policy's actions, with its logprobs attached for token envs (TokenObservation's form)."""
+    actions = list(output.actions)
+    if len(actions) != len(observations):
+        raise ValueError(f"the policy returned {len(actions)} actions for {len(observations)} observations")
+    logprobs = output.logprobs or [None] * len(actions)
+    return [
+        {"ids": a, "logprobs": lp} if lp is not None and isinstance(obs, np.ndarray) else a
+        for a, lp, obs in zip(actions, logprobs, observations)
+    ]
+
+
+def _record(
+    episode: _Episode, env_id: str, final_obs: Any, info: Mapping[str, Any], terminated: bool, truncated: bool, group_size: int
+) -> Rollout:
+    trajectory = info.get("trajectory")
+    messages = trajectory.messages if trajectory is not None else final_obs
+    turn_timing = episode.turn_timing
+    timing = {
+        "policy_s": sum(t["policy_s"] for t in turn_timing),
+        "env_s": sum(t["env_s"] for t in turn_timing),
+        "wall_s": time.perf_counter() - episode.started,
+    }
+    tools = episode.reset_info.get("tools")
+    return Rollout(
+        env_id=env_id,
+        task_id=str(info.get("task_id", episode.reset_info.get("task_id", ""))),
+        seed=episode.seed,
+        messages=thaw(list(messages)),
+        reward=episode.reward,
+        success=bool(info.get("success", False)),
+        turns=len(turn_timing),
+        terminated=terminated,
+        truncated=truncated,
+        token_ids=None if trajectory is None else trajectory.token_ids,
+        loss_mask=None if trajectory is None else trajectory.loss_mask,
+        logprobs=None if trajectory is None else trajectory.logprobs,
+        turn_spans=None if trajectory is None else [tuple(s) for s in trajectory.turn_spans],
+        group=episode.index // group_size,
+        timing=timing,
+        tools=thaw(list(tools)) if tools else None,
+        turn_timing=turn_timing,
+    )
+
+
+def _slot_info(infos: Mapping[str, Any], i: int) -> dict[str, Any]:
+    """One sub-env's info out of a vector env's batched info (arrays plus ``_key`` masks)."""
+    out: dict[str, Any] = {}
+    for key, value in infos.items():
+        if key.startswith("_"):
+            continue
+        mask = infos.get(f"_{key}")
+        if mask is not None and not mask[i]:
+            continue
+        if isinstance(value, Mapping):
+            out[key] = _slot_info(value, i)
+        else:
+            item = value[i]
+            out[key] = item.item() if isinstance(item, np.generic) else item
+    return out

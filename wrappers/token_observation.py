@@ -48,8 +48,9 @@ class TokenObservation(gym.Wrapper):
       with the final env messages, without a generation prompt, once it ended).
     * Action: the generated ids (a 1-D int array or a list of ints), or a mapping
       ``{"ids": ids, "logprobs": logprobs}`` that also passes the sampler's logprob of each id
-      (Gymnasium's ``step`` takes no extra arguments), or plain text (tokenized once, as policy
-      tokens). A trailing stop token that the template uses to close the turn (``<|im_end|>``,
+      (Gymnasium's ``step`` takes no extra arguments). Text and OpenAI-style assistant messages
+      (tool calls included) are accepted too, for policies that do not sample tokens: their
+      tokens are the template's rendering of the turn, tokenized once, and count as policy tokens. A trailing stop token that the template uses to close the turn (``<|im_end|>``,
       ``<|eot_id|>``) is kept in the trajectory and left out of the message text the env sees.
     * ``info["trajectory"]`` at the end of an episode: a
       :class:`~textgym.rollout.TokenTrajectory` with the ids, the loss mask (1 exactly on the
@@ -116,27 +117,38 @@ class TokenObservation(gym.Wrapper):
     def step(self, action: Any):
         if self._done:
             raise ResetNeeded("call reset() before step()" if not self._chunks else "the episode has ended; call reset()")
-        ids, logprobs = self._sampled(action)
         previous = self._conversation
         closing = self._closing(previous)
-        # A sampled stop token that opens the turn's closing (<|im_end|>, <|eot_id|>) is part of
-        # the trajectory but not of the message text; any other special token is kept as text.
-        stop = self._decode(ids[-1:]) if ids.size and int(ids[-1]) in self._special_ids else ""
-        if stop and closing.startswith(stop):
-            ids_text, closing = ids[:-1], closing[len(stop) :]
+        if isinstance(action, Mapping) and "ids" not in action:
+            # An assistant message (OpenAI shape, tool calls included): the env reads it as such
+            # and the policy tokens are the template's rendering of what the env recorded.
+            result = self._step_env(action, previous)
+            ids, logprobs = self._message_ids(previous, closing), None
         else:
-            ids_text = ids
-        conversation, reward, terminated, truncated, info = self.env.step(self._decode(ids_text))
-        self._conversation = _as_conversation(conversation)
-        if len(self._conversation) <= len(previous) or self._conversation[len(previous)].get("role") != "assistant":
-            raise TextGymError("TokenObservation needs an env whose step appends the assistant's message, then the env's")
-        self._done = bool(terminated or truncated)
+            ids, logprobs = self._sampled(action)
+            # A sampled stop token that opens the turn's closing (<|im_end|>, <|eot_id|>) is part
+            # of the trajectory but not of the message text; other special tokens stay as text.
+            stop = self._decode(ids[-1:]) if ids.size and int(ids[-1]) in self._special_ids else ""
+            if stop and closing.startswith(stop):
+                result = self._step_env(self._decode(ids[:-1]), previous)
+                closing = closing[len(stop) :]
+            else:
+                result = self._step_env(self._decode(ids), previous)
+        reward, terminated, truncated, info = result
         bridge = closing + self._env_turn(previous, self._conversation[len(previous) :])
         self._append_policy(ids, logprobs)
         self._append_env(bridge)
         if self._done:
             info = dict(info, trajectory=self.trajectory())
         return self._ids(), reward, terminated, truncated, info
+
+    def _step_env(self, action: Any, previous: tuple):
+        conversation, reward, terminated, truncated, info = self.env.step(action)
+        self._conversation = _as_conversation(conversation)
+        if len(self._conversation) <= len(previous) or self._conversation[len(previous)].get("role") != "assistant":
+            raise TextGymError("TokenObservation needs an env whose step appends the assistant's message, then the env's")
+        self._done = bool(terminated or truncated)
+        return reward, terminated, truncated, info
 
     def trajectory(self) -> TokenTrajectory:
         """The token trajectory so far (``info["trajectory"]`` at the end of an episode)."""
@@ -166,6 +178,11 @@ class TokenObservation(gym.Wrapper):
         self._logprobs.append(logprobs)
 
     def _append_env(self, text: str) -> None:
+        ids = self._encode(text)
+        self._chunks.append(ids)
+        self._policy.append(False)
+
+    def _encode(self, text: str) -> np.ndarray:
         ids = np.asarray(self.tokenizer.encode(text, add_special_tokens=False), dtype=np.int32)
         if self._decode(ids) != text:
             raise TemplateError(
@@ -173,8 +190,7 @@ class TokenObservation(gym.Wrapper):
                 f"({text[:60]!r}...); token-in/token-out needs a lossless tokenizer (byte-level BPE such as "
                 "Qwen's or Llama 3's; SentencePiece tokenizers that add a prefix space are not)"
             )
-        self._chunks.append(ids)
-        self._policy.append(False)
+        return ids
 
     def _decode(self, ids: np.ndarray) -> str:
         return self.tokenizer.decode(ids.tolist(), skip_special_tokens=False, clean_up_tokenization_spaces=False)
@@ -183,10 +199,8 @@ class TokenObservation(gym.Wrapper):
         """Read an action as (ids, logprobs or None)."""
         logprobs = None
         if isinstance(action, str):
-            return np.asarray(self.tokenizer.encode(action, add_special_tokens=False), dtype=np.int32), None
+            return self._encode(action), None
         if isinstance(action, Mapping):
-            if "ids" not in action:
-                raise InvalidAction(f"a token action mapping needs 'ids' (and optionally 'logprobs'), got keys {sorted(action)}")
             action, logprobs = action["ids"], action.get("logprobs")
         ids = np.asarray(action)
         if ids.ndim != 1 or not (ids.size == 0 or np.issubdtype(ids.dtype, np.integer)):
@@ -224,6 +238,14 @@ class TokenObservation(gym.Wrapper):
                 f"message text verbatim (the turn renders as {framed[len(prompt) - 40 :][:120]!r}); " + _FIX
             )
         return framed[len(prompt) + len(_PLACEHOLDER) :]
+
+    def _message_ids(self, previous: tuple, closing: str) -> np.ndarray:
+        """Policy ids for an assistant message: its rendering between generation prompt and closing."""
+        closed = self._render((*previous, self._conversation[len(previous)]), generation_prompt=False)
+        if not (closed.startswith(self._rendered) and closed.endswith(closing)):
+            raise TemplateError("the chat template does not frame this assistant message like others; " + _FIX)
+        text = closed[len(self._rendered) : len(closed) - len(closing)]
+        return self._encode(text)
 
     def _env_turn(self, previous: tuple, new: Sequence[Mapping]) -> str:
         """What rendering ``new`` (the assistant's message as the env recorded it, then the env's

@@ -190,9 +190,28 @@ def test_logprobs_are_none_unless_every_turn_has_them():
     assert info["success"]  # text actions are tokenized once and count as policy tokens
 
 
+@pytest.mark.parametrize("kind", TEMPLATES)
+def test_assistant_message_actions_are_rendered_by_the_template(kind):
+    # Policies that return OpenAI messages (an endpoint, the oracle) still give exact trajectories.
+    tok = tokenizer(kind)
+    env = TokenObservation(LadderEnv(), tok)
+    env.reset(seed=2)
+    call = {"id": "c", "type": "function", "function": {"name": "step_up", "arguments": "{}"}}
+    env.step({"role": "assistant", "content": "", "tool_calls": [call]})
+    _, reward, terminated, _, info = env.step({"role": "assistant", "content": "Climbing.", "tool_calls": [call] * 3})
+    assert env.unwrapped.rung == 4 and not terminated
+    _, reward, terminated, _, info = env.step({"role": "assistant", "content": "<answer>4</answer>"})
+    assert reward == 1.0 and terminated
+    traj = info["trajectory"]
+    assert decode(tok, traj.token_ids) == render(tok, env)
+    assert env.unwrapped.conversation[2]["tool_calls"][0]["function"]["name"] == "step_up"
+    for (start, end), m in zip(traj.turn_spans, [m for m in env.unwrapped.conversation if m["role"] == "assistant"]):
+        assert ("step_up" if m.get("tool_calls") else m["content"]) in decode(tok, traj.token_ids[start:end])
+
+
 @pytest.mark.parametrize(
     "action",
-    [np.zeros((2, 2), np.int32), [0.5, 1.5], [-1], [10**9], {"logprobs": [0.0]}, {"ids": [1, 2], "logprobs": [0.0]}],
+    [np.zeros((2, 2), np.int32), [0.5, 1.5], [-1], [10**9], None, {"ids": [1, 2], "logprobs": [0.0]}],
 )
 def test_bad_token_actions_raise(action):
     env = TokenObservation(LadderEnv(), tokenizer("chatml"))
