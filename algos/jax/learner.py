@@ -1,0 +1,181 @@
+"""The GRPO learner: one jitted update that scans micro-batches, then AdamW.
+
+``Learner.train_step(batch)`` runs ``config.num_iterations`` updates on one packed batch. Each
+update is a single jitted function: a ``lax.scan`` over the micro-batches sums their gradients
+(the batch's ``loss_weights`` already hold the global normalisers, so the sum *is* the gradient
+of the whole batch's loss), then ``optax.chain(clip_by_global_norm, adamw)`` applies it. Master
+parameters and optimiser state stay float32; ``compute_dtype="bfloat16"`` casts a copy for the
+forward pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from textgym.algos.grpo import Batch, GRPOConfig
+from textgym.algos.jax.loss import grpo_loss
+from textgym.algos.jax.model import token_logprobs
+from textgym.algos.jax.params import export_params, load_params
+from textgym.algos.jax.policy import Policy
+from textgym.algos.jax.sharding import batch_sharding, shard_params
+
+_MICRO_FIELDS = ("input_ids", "attention_mask", "positions", "loss_mask", "loss_weights", "advantages", "old_logprobs")
+
+
+def make_schedule(config: GRPOConfig) -> optax.Schedule:
+    """Linear warm-up to ``config.lr``, then constant or a linear/cosine decay to 0 at ``total_steps``."""
+    warmup = optax.linear_schedule(0.0, config.lr, max(config.warmup_steps, 1))
+    decay_steps = max(config.total_steps - config.warmup_steps, 1)
+    after = {
+        "constant": optax.constant_schedule(config.lr),
+        "linear": optax.linear_schedule(config.lr, 0.0, decay_steps),
+        "cosine": optax.cosine_decay_schedule(config.lr, decay_steps),
+    }[config.lr_schedule]
+    return optax.join_schedules([warmup, after], [config.warmup_steps])
+
+
+def make_optimizer(config: GRPOConfig) -> optax.GradientTransformation:
+    """``clip_by_global_norm`` (unless ``max_grad_norm == 0``) chained with AdamW."""
+    adamw = optax.adamw(
+        make_schedule(config), b1=config.adam_beta1, b2=config.adam_beta2, eps=config.adam_eps,
+        weight_decay=config.weight_decay,
+    )
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adamw) if config.max_grad_norm > 0 else adamw
+
+
+class Learner:
+    """Trains a :class:`~textgym.algos.jax.policy.Policy` with GRPO, updating its weights in place.
+
+    Args:
+        policy: The policy to train (its ``params`` are replaced after every update).
+        config: The GRPO configuration.
+        mesh: A ``(data, fsdp)`` mesh from :func:`~textgym.algos.jax.sharding.make_mesh`, or None
+            for one device. ``micro_batch_size`` must be a multiple of the mesh size.
+    """
+
+    def __init__(self, policy: Policy, config: GRPOConfig, *, mesh: jax.sharding.Mesh | None = None):
+        if mesh is not None and config.micro_batch_size % mesh.size:
+            raise ValueError(f"micro_batch_size must be a multiple of the mesh size {mesh.size}, got {config.micro_batch_size}")
+        self.policy, self.config, self.mesh = policy, config, mesh
+        self.optimizer = make_optimizer(config)
+        self.schedule = make_schedule(config)
+        self.step = 0
+        params = jax.tree.map(lambda a: jnp.array(a, jnp.float32, copy=True), policy.params)
+        self.params = self._place(params)
+        # The reference is the starting policy, frozen; without a KL term it is never needed.
+        self.ref_params = jax.tree.map(jnp.copy, self.params) if config.kl_beta > 0 else None
+        self.opt_state = self._place(self.optimizer.init(self.params))
+        self._update = jax.jit(self._update_impl, donate_argnames=("params", "opt_state"))
+
+    def _place(self, tree):
+        return tree if self.mesh is None else shard_params(tree, self.mesh)
+
+    def _logprobs(self, params, micro):
+        dtype = jnp.dtype(self.config.compute_dtype)
+        model = nnx.merge(self.policy.graphdef, jax.tree.map(lambda p: p.astype(dtype), params))
+        logits, _ = model(micro["input_ids"], micro["positions"], micro["attention_mask"])
+        return token_logprobs(logits, micro["input_ids"], self.config.temperature)
+
+    def _update_impl(self, params, opt_state, ref_params, micros, token_count):
+        def loss_fn(p, micro):
+            ref = None if ref_params is None else self._logprobs(ref_params, micro)
+            return grpo_loss(self._logprobs(p, micro), micro, self.config, token_count, ref)
+
+        def accumulate(grads, micro):
+            (_, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(params, micro)
+            return jax.tree.map(jnp.add, grads, g), metrics
+
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        grads, metrics = jax.lax.scan(accumulate, zeros, micros)
+        metrics = jax.tree.map(jnp.sum, metrics)  # every metric is additive over micro-batches
+        metrics["stats/grad_norm"] = optax.global_norm(grads)
+        updates, opt_state = self.optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, metrics
+
+    def _micro_batches(self, batch: Batch) -> dict[str, jax.Array]:
+        """Stack the batch's arrays as ``(n_micro, micro_batch_size, ...)`` for the scan."""
+        rows = batch.shape[0]
+        mbs = self.config.micro_batch_size
+        if rows % mbs:
+            raise ValueError(f"batch rows ({rows}) must be a multiple of micro_batch_size ({mbs}): pack with this config")
+        micros = {}
+        for name in _MICRO_FIELDS:
+            value = getattr(batch, name)
+            if value is None:
+                continue
+            value = np.asarray(value).reshape(rows // mbs, mbs, *value.shape[1:])
+            micros[name] = value if self.mesh is None else jax.device_put(value, batch_sharding(self.mesh, value.ndim, 1))
+        return micros
+
+    def train_step(self, batch: Batch) -> dict[str, float]:
+        """``config.num_iterations`` updates on ``batch``; returns the metrics' means over them.
+
+        Metrics: ``loss/total``, ``loss/policy``, ``loss/kl``, ``stats/clip_frac``,
+        ``stats/ratio_mean``, ``stats/grad_norm`` (before clipping), ``stats/lr``,
+        ``stats/tokens``, ``stats/reward_mean``.
+        """
+        if batch.old_logprobs is None and self.config.num_iterations > 1:
+            # Ratios need a fixed reference across the iterations: the policy before the first one.
+            batch = batch.replace(old_logprobs=self.policy.logprobs(batch.input_ids, batch.attention_mask, temperature=self.config.temperature))
+        micros = self._micro_batches(batch)
+        history = []
+        for _ in range(self.config.num_iterations):
+            lr = float(self.schedule(self.step))
+            self.params, self.opt_state, metrics = self._update(self.params, self.opt_state, self.ref_params, micros, jnp.float32(batch.token_count))
+            self.step += 1
+            history.append({k: float(v) for k, v in jax.device_get(metrics).items()} | {"stats/lr": lr})
+        self._publish()
+        out = {k: float(np.mean([h[k] for h in history])) for k in history[0]}
+        out["stats/tokens"] = float(batch.token_count)
+        out["stats/reward_mean"] = float(np.mean(batch.rewards[: batch.num_sequences]))
+        return out
+
+    def _publish(self) -> None:
+        """Give the policy (the sampler) the new weights, in its own dtype."""
+        dtype = jax.tree.leaves(self.policy.params)[0].dtype
+        self.policy.params = jax.tree.map(lambda p: p.astype(dtype), self.params)
+
+    def export(self, out_dir: str | os.PathLike) -> None:
+        """Write the current weights as a Hugging Face directory (float32) with the source's tokenizer files."""
+        export_params(self.params, self.policy.config, out_dir, source_dir=self.policy.path)
+
+    def save(self, out_dir: str | os.PathLike) -> None:
+        """A resumable checkpoint: the HF directory of :meth:`export`, ``optimizer.npz`` and ``trainer_state.json``."""
+        self.export(out_dir)
+        leaves = jax.tree_util.tree_flatten_with_path(self.opt_state)[0]
+        np.savez(os.path.join(out_dir, "optimizer.npz"), **{jax.tree_util.keystr(p): np.asarray(jax.device_get(x)) for p, x in leaves})
+        with open(os.path.join(out_dir, "trainer_state.json"), "w", encoding="utf-8") as fh:
+            json.dump({"step": self.step, "config": dataclasses.asdict(self.config)}, fh, indent=2)
+
+    def restore(self, ckpt_dir: str | os.PathLike) -> None:
+        """Load weights, optimiser state and step from :meth:`save`'s directory.
+
+        Raises:
+            ValueError: The optimiser state does not match this learner's (different model or
+                optimiser settings).
+        """
+        params = load_params(ckpt_dir, self.policy.config)
+        with np.load(os.path.join(ckpt_dir, "optimizer.npz")) as saved:
+            paths, treedef = jax.tree_util.tree_flatten_with_path(self.opt_state)
+            keys = [jax.tree_util.keystr(p) for p, _ in paths]
+            if sorted(keys) != sorted(saved.files):
+                raise ValueError(f"optimizer state in {ckpt_dir} does not match this learner's")
+            leaves = []
+            for key, (_, current) in zip(keys, paths):
+                if saved[key].shape != np.shape(current):
+                    raise ValueError(f"optimizer state {key} has shape {saved[key].shape}, expected {np.shape(current)}")
+                leaves.append(jnp.asarray(saved[key], dtype=current.dtype))
+        with open(os.path.join(ckpt_dir, "trainer_state.json"), encoding="utf-8") as fh:
+            self.step = int(json.load(fh)["step"])
+        self.params = self._place(jax.tree.map(jnp.asarray, params))
+        self.opt_state = self._place(jax.tree_util.tree_unflatten(treedef, leaves))
+        self._publish()

@@ -1,0 +1,212 @@
+"""A Flax NNX decoder for the Llama, Qwen2 and Qwen3 families.
+
+Module and attribute names follow the Hugging Face checkpoints (``model.layers.0.self_attn.q_proj``
+becomes ``layers[0].self_attn.q_proj``), so :mod:`textgym.algos.jax.params` can map them with a
+short table. The numerics follow transformers' implementation (RMSNorm in float32, half-split
+RoPE, softmax in float32), which is what makes logprobs agree to 1e-4.
+
+Every forward takes the key slots' ``attention_mask`` and the slot of the first query
+(``cache_index``); the causal mask is built from them, so the same code serves training
+(no cache, ``cache_index=0``), prefill and one-token decode steps (with a KV cache).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from textgym.algos.jax.config import ModelConfig
+
+# One layer's cache: keys and values, each (B, S, K, D).
+LayerCache = tuple[jax.Array, jax.Array]
+
+
+def rope_inv_freq(config: ModelConfig) -> np.ndarray:
+    """RoPE inverse frequencies ``(D/2,)`` with the config's scaling (default, linear, llama3)."""
+    rope, dim = config.rope, config.head_dim
+    inv_freq = 1.0 / (float(rope["rope_theta"]) ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    kind = rope["rope_type"]
+    if kind == "linear":
+        inv_freq = inv_freq / float(rope["factor"])
+    elif kind == "llama3":  # Llama 3.1: divide low frequencies by `factor`, blend the middle band.
+        factor, low, high = float(rope["factor"]), float(rope["low_freq_factor"]), float(rope["high_freq_factor"])
+        old_len = float(rope["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / inv_freq
+        scaled = np.where(wavelen > old_len / low, inv_freq / factor, inv_freq)
+        smooth = (old_len / wavelen - low) / (high - low)
+        blended = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = (wavelen >= old_len / high) & (wavelen <= old_len / low)
+        inv_freq = np.where(medium, blended, scaled)
+    return inv_freq.astype(np.float32)
+
+
+def rope_tables(inv_freq: jax.Array, positions: jax.Array, dtype) -> tuple[jax.Array, jax.Array]:
+    """cos and sin ``(B, T, D)`` for integer ``positions`` ``(B, T)``."""
+    freqs = positions.astype(jnp.float32)[..., None] * inv_freq  # (B, T, D/2)
+    emb = jnp.concatenate([freqs, freqs], axis=-1)
+    return jnp.cos(emb).astype(dtype), jnp.sin(emb).astype(dtype)
+
+
+def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+    """Rotate ``x`` ``(B, T, H, D)`` by half-split RoPE (the HF layout, not interleaved)."""
+    half = x.shape[-1] // 2
+    rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * cos[:, :, None, :] + rotated * sin[:, :, None, :]
+
+
+class RMSNorm(nnx.Module):
+    """``x / rms(x) * weight``, normalised in float32 whatever the activations' dtype."""
+
+    def __init__(self, dim: int, eps: float):
+        self.weight = nnx.Param(jnp.ones((dim,), jnp.float32))
+        self.eps = eps
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x32 = x.astype(jnp.float32)
+        normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+        return self.weight[...] * normed.astype(x.dtype)
+
+
+class Attention(nnx.Module):
+    """Grouped-query self-attention with RoPE, optional q/k/v bias and Qwen3's q/k norm."""
+
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+        d, h, k, hd = config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim
+        self.num_heads, self.num_kv_heads, self.head_dim = h, k, hd
+        self.q_proj = nnx.Linear(d, h * hd, use_bias=config.qkv_bias, rngs=rngs)
+        self.k_proj = nnx.Linear(d, k * hd, use_bias=config.qkv_bias, rngs=rngs)
+        self.v_proj = nnx.Linear(d, k * hd, use_bias=config.qkv_bias, rngs=rngs)
+        self.o_proj = nnx.Linear(h * hd, d, use_bias=config.o_bias, rngs=rngs)
+        if config.qk_norm:
+            self.q_norm = RMSNorm(hd, config.rms_norm_eps)
+            self.k_norm = RMSNorm(hd, config.rms_norm_eps)
+        self.qk_norm = config.qk_norm
+
+    def __call__(
+        self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array, cache: LayerCache | None, cache_index
+    ) -> tuple[jax.Array, LayerCache | None]:
+        b, t, _ = x.shape
+        q = self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim)  # (B, T, H, D)
+        k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)  # (B, T, K, D)
+        v = self.v_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:
+            k = jax.lax.dynamic_update_slice_in_dim(cache[0], k.astype(cache[0].dtype), cache_index, axis=1)
+            v = jax.lax.dynamic_update_slice_in_dim(cache[1], v.astype(cache[1].dtype), cache_index, axis=1)
+            cache = (k, v)
+        groups = self.num_heads // self.num_kv_heads
+        q = q.reshape(b, t, self.num_kv_heads, groups, self.head_dim)  # (B, T, K, G, D)
+        scores = jnp.einsum("btkgd,bskd->bkgts", q, k.astype(q.dtype)).astype(jnp.float32)
+        scores = scores / math.sqrt(self.head_dim)
+        scores = jnp.where(mask[:, None, None], scores, jnp.finfo(jnp.float32).min)
+        probs = jax.nn.softmax(scores, axis=-1).astype(q.dtype)  # (B, K, G, T, S)
+        out = jnp.einsum("bkgts,bskd->btkgd", probs, v.astype(q.dtype)).reshape(b, t, -1)
+        return self.o_proj(out), cache
+
+
+class MLP(nnx.Module):
+    """SwiGLU: ``down(silu(gate(x)) * up(x))``."""
+
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+        d, f, bias = config.hidden_size, config.intermediate_size, config.mlp_bias
+        self.gate_proj = nnx.Linear(d, f, use_bias=bias, rngs=rngs)
+        self.up_proj = nnx.Linear(d, f, use_bias=bias, rngs=rngs)
+        self.down_proj = nnx.Linear(f, d, use_bias=bias, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nnx.Module):
+    """Pre-norm residual block: attention, then the MLP."""
+
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = Attention(config, rngs=rngs)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = MLP(config, rngs=rngs)
+
+    def __call__(self, x, cos, sin, mask, cache, cache_index):
+        h, cache = self.self_attn(self.input_layernorm(x), cos, sin, mask, cache, cache_index)
+        x = x + h
+        return x + self.mlp(self.post_attention_layernorm(x)), cache
+
+
+class CausalLM(nnx.Module):
+    """The decoder with its language-model head.
+
+    Args:
+        config: The architecture.
+        rngs: Initialisers' keys (weights are normally loaded, see ``params.load_params``).
+    """
+
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+        self.tie_embeddings = config.tie_embeddings
+        self.inv_freq = tuple(float(f) for f in rope_inv_freq(config))  # static: folded into the jit
+        self.embed_tokens = nnx.Embed(config.vocab_size, config.hidden_size, rngs=rngs)
+        self.layers = nnx.List([DecoderLayer(config, rngs=rngs) for _ in range(config.num_layers)])
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        if not config.tie_embeddings:
+            self.lm_head = nnx.Linear(config.hidden_size, config.vocab_size, use_bias=False, rngs=rngs)
+
+    def __call__(
+        self,
+        input_ids: jax.Array,
+        positions: jax.Array,
+        attention_mask: jax.Array,
+        cache: tuple[LayerCache, ...] | None = None,
+        cache_index: jax.Array | int = 0,
+        last_only: bool = False,
+    ) -> tuple[jax.Array, tuple[LayerCache, ...] | None]:
+        """Logits for ``input_ids``.
+
+        Args:
+            input_ids: ``(B, T)`` tokens, written to key slots ``cache_index .. cache_index+T-1``.
+            positions: ``(B, T)`` RoPE positions.
+            attention_mask: ``(B, S)`` 1 on key slots that hold real tokens (``S = T`` without a
+                cache, the cache length with one).
+            cache: Per-layer ``(k, v)`` of shape ``(B, S, K, D)``, or None.
+            cache_index: Slot of the first query token.
+            last_only: Compute logits for the last position only (prefill needs no others).
+
+        Returns:
+            ``(logits (B, T, V) float32 (T = 1 with last_only), updated cache or None)``.
+        """
+        embedding = self.embed_tokens.embedding[...]
+        x = jnp.take(embedding, input_ids, axis=0)  # (B, T, D)
+        cos, sin = rope_tables(jnp.asarray(self.inv_freq, jnp.float32), positions, x.dtype)
+        q_slot = cache_index + jnp.arange(input_ids.shape[1])
+        k_slot = jnp.arange(attention_mask.shape[1])
+        mask = (k_slot[None, None, :] <= q_slot[None, :, None]) & (attention_mask[:, None, :] > 0)  # (B, T, S)
+        new_cache = []
+        for i, layer in enumerate(self.layers):
+            x, layer_cache = layer(x, cos, sin, mask, None if cache is None else cache[i], cache_index)
+            new_cache.append(layer_cache)
+        x = self.norm(x[:, -1:] if last_only else x)
+        if self.tie_embeddings:
+            logits = x @ embedding.T.astype(x.dtype)
+        else:
+            logits = self.lm_head(x)
+        return logits.astype(jnp.float32), None if cache is None else tuple(new_cache)
+
+
+def token_logprobs(logits: jax.Array, input_ids: jax.Array, temperature: float = 1.0) -> jax.Array:
+    """``(B, T)`` logprob of ``input_ids[:, t]`` from ``logits[:, t-1]``; column 0 is 0.
+
+    This is the alignment convention of :mod:`textgym.algos.grpo`.
+    """
+    scaled = logits[:, :-1] / temperature
+    picked = jnp.take_along_axis(scaled, input_ids[:, 1:, None], axis=-1)[..., 0]
+    lp = picked - jax.nn.logsumexp(scaled, axis=-1)
+    return jnp.pad(lp, ((0, 0), (1, 0)))
+
+
+def positions_from_mask(attention_mask: jax.Array) -> jax.Array:
+    """0-based positions counting only real tokens (left or right padding alike)."""
+    return jnp.maximum(jnp.cumsum(attention_mask, axis=-1) - 1, 0).astype(jnp.int32)

@@ -1,0 +1,151 @@
+"""A language model loaded from a Hugging Face directory: scoring and sampling token ids.
+
+:func:`load_policy` is the backend's entry point; the torch backend's ``load_policy`` returns an
+object with the same methods. The policy owns its parameters; a
+:class:`~textgym.algos.jax.learner.Learner` updates them in place, so the next ``generate``
+samples from the trained weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from textgym.algos.grpo import bucket_length
+from textgym.algos.jax.config import ModelConfig
+from textgym.algos.jax.model import positions_from_mask, token_logprobs
+from textgym.algos.jax.params import abstract_model, export_params, load_params
+from textgym.algos.jax.sampler import Sampler
+
+_UNBOUNDED = 1 << 30
+
+
+def _special_ids(path: str | os.PathLike, config: ModelConfig) -> tuple[int, tuple[int, ...]]:
+    """``(pad_id, eos_ids)`` from ``generation_config.json``, else ``config.json``."""
+    sources = [config.hf_config]
+    gen = os.path.join(path, "generation_config.json")
+    if os.path.exists(gen):
+        with open(gen, encoding="utf-8") as fh:
+            sources.insert(0, json.load(fh))
+    eos: tuple[int, ...] = ()
+    pad = None
+    for src in sources:
+        if not eos and src.get("eos_token_id") is not None:
+            value = src["eos_token_id"]
+            eos = tuple(value) if isinstance(value, list) else (value,)
+        if pad is None and src.get("pad_token_id") is not None:
+            pad = int(src["pad_token_id"])
+    if pad is None:
+        pad = eos[0] if eos else 0
+    return pad, tuple(int(e) for e in eos)
+
+
+class Policy:
+    """A decoder with its parameters, a jitted scorer and a sampler.
+
+    Attributes:
+        config: The architecture.
+        path: The directory it was loaded from.
+        pad_id: Padding token (``pad_token_id``, else the first EOS id, else 0).
+        eos_ids: Ids that end a generation by default.
+        params: The parameter tree (jax arrays); replaced by a learner after each update.
+    """
+
+    def __init__(self, config: ModelConfig, params: dict, *, path: str | os.PathLike, dtype=jnp.float32):
+        self.config = config
+        self.path = os.fspath(path)
+        self.graphdef, _ = abstract_model(config)
+        self.params = params
+        self.pad_id, self.eos_ids = _special_ids(path, config)
+        self.sampler = Sampler(self.graphdef, cache_dtype=dtype)
+        self._score = jax.jit(self._score_impl)
+
+    def _score_impl(self, params, ids, mask, temperature):
+        logits, _ = nnx.merge(self.graphdef, params)(ids, positions_from_mask(mask), mask)
+        return token_logprobs(logits, ids, temperature) * mask
+
+    def logprobs(self, ids: np.ndarray, mask: np.ndarray, *, temperature: float = 1.0) -> np.ndarray:
+        """``(B, T)`` float32 logprob of each token given the ones before it.
+
+        Args:
+            ids: ``(B, T)`` int token ids, left- or right-padded.
+            mask: ``(B, T)`` attention mask, 1 on real tokens.
+            temperature: Divides the logits (use the sampling temperature).
+
+        Returns:
+            ``lp[b, t] = log p(ids[b, t] | ids[b, :t])``; 0 at ``t = 0`` and where ``mask`` is 0.
+        """
+        ids, mask = np.asarray(ids, np.int32), np.asarray(mask, np.int32)
+        if ids.ndim != 2 or ids.shape != mask.shape:
+            raise ValueError(f"expected ids and mask of one (B, T) shape, got {ids.shape} and {mask.shape}")
+        b, t = ids.shape
+        rows, length = bucket_length(b, _UNBOUNDED, min_bucket=1), bucket_length(t, _UNBOUNDED)
+        padded_ids = np.full((rows, length), self.pad_id, np.int32)
+        padded_mask = np.zeros((rows, length), np.int32)
+        padded_ids[:b, :t], padded_mask[:b, :t] = ids, mask
+        out = self._score(self.params, padded_ids, padded_mask, np.float32(temperature))
+        lp = np.array(jax.device_get(out))[:b, :t]
+        lp[:, 0] = 0.0
+        return lp
+
+    def generate(
+        self,
+        prompts: Sequence[np.ndarray],
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        seed: int = 0,
+        *,
+        top_p: float = 1.0,
+        stop_ids: Sequence[Sequence[int]] = (),
+        eos_ids: Sequence[int] | None = None,
+    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Sample a continuation of each prompt.
+
+        Args:
+            prompts: 1-D int token arrays (any lengths).
+            max_new_tokens: Most tokens generated per prompt.
+            temperature: Softmax temperature; 0 is greedy.
+            seed: The PRNG seed; the same seed and inputs give the same outputs.
+            top_p: Nucleus sampling threshold.
+            stop_ids: Token sequences that end a generation when the output ends with one
+                (a stop string, tokenized).
+            eos_ids: Ids that end a generation; None uses the checkpoint's.
+
+        Returns:
+            ``(ids, logprobs)``: per prompt, the generated int32 ids (stop tokens included) and
+            their float32 logprobs under ``log_softmax(logits / temperature)``.
+        """
+        return self.sampler.generate(
+            self.params, [np.asarray(p, np.int32) for p in prompts], int(max_new_tokens), float(temperature),
+            int(seed), top_p=float(top_p), stop_ids=stop_ids,
+            eos_ids=self.eos_ids if eos_ids is None else tuple(eos_ids), pad_id=self.pad_id,
+        )
+
+    def export(self, out_dir: str | os.PathLike) -> None:
+        """Write the current weights as a Hugging Face directory (float32)."""
+        export_params(self.params, self.config, out_dir, source_dir=self.path)
+
+
+def load_policy(path: str | os.PathLike, *, dtype: Literal["float32", "bfloat16"] = "float32") -> Policy:
+    """Load a Llama, Qwen2 or Qwen3 checkpoint directory (``config.json`` + ``*.safetensors``).
+
+    Args:
+        path: A local Hugging Face model directory.
+        dtype: Parameter dtype for inference; training keeps float32 master weights regardless.
+
+    Raises:
+        ValueError: An unsupported architecture, or checkpoint keys that do not fit it.
+    """
+    if dtype not in ("float32", "bfloat16"):
+        raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {dtype!r}")
+    config = ModelConfig.from_dir(path)
+    jdtype = jnp.dtype(dtype)
+    params = jax.tree.map(lambda a: jnp.asarray(a, jdtype), load_params(path, config))
+    return Policy(config, params, path=path, dtype=jdtype)

@@ -1,0 +1,157 @@
+"""Batched sampling with a KV cache: one jitted prefill, one jitted decode loop.
+
+Shapes are static and bucketed so a training run compiles a few times, not every step: prompts
+are left-padded to a power-of-two length ``P``, the batch to a power of two, the generation
+buffer to a power of two ``N >= max_new_tokens`` and the cache to ``S = P + N``. The number of
+tokens actually generated is a traced value, and the decode loop is a ``lax.while_loop`` that ends
+when every row has stopped, so neither ``max_new_tokens`` nor early stopping recompiles. The cache
+is donated to the decode loop, so it is updated in place.
+
+Left padding puts every prompt's last token in the same slot, which makes the prefill's logits
+one slice and every decode step write the same cache slot for all rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from textgym.algos.grpo import bucket_length
+from textgym.algos.jax.model import positions_from_mask
+
+_NEVER = -3  # a stop-matrix entry no token equals
+_ANY = -2  # a stop-matrix entry every token matches (left of a shorter stop sequence)
+_UNBOUNDED = 1 << 30
+
+
+def stop_matrix(stop_ids: Sequence[Sequence[int]], eos_ids: Sequence[int]) -> np.ndarray:
+    """Stop sequences right-aligned in one ``(n, L)`` int32 matrix (EOS ids are length-1 stops)."""
+    stops = [list(map(int, s)) for s in stop_ids if len(s)] + [[int(e)] for e in eos_ids]
+    if not stops:
+        return np.full((1, 1), _NEVER, dtype=np.int32)
+    width = max(len(s) for s in stops)
+    return np.array([[_ANY] * (width - len(s)) + s for s in stops], dtype=np.int32)
+
+
+def sample_token(logits: jax.Array, key: jax.Array, temperature: jax.Array, top_p: jax.Array, use_top_p: bool):
+    """Sample ``(B,)`` tokens and their logprobs under ``log_softmax(logits / temperature)``.
+
+    ``temperature == 0`` is greedy (logprobs then at temperature 1). Top-p truncates the sampling
+    distribution but not the reported logprob, which is the one the learner recomputes.
+    """
+    greedy = temperature <= 0
+    scaled = logits / jnp.where(greedy, 1.0, temperature)
+    logp = jax.nn.log_softmax(scaled, axis=-1)
+    masked = logp
+    if use_top_p:  # keep the smallest prefix of sorted tokens whose mass reaches top_p
+        sorted_logp = jnp.sort(logp, axis=-1)[:, ::-1]
+        before = jnp.cumsum(jnp.exp(sorted_logp), axis=-1) - jnp.exp(sorted_logp)
+        cutoff = jnp.min(jnp.where(before < top_p, sorted_logp, jnp.inf), axis=-1, keepdims=True)
+        masked = jnp.where(logp >= cutoff, logp, -jnp.inf)
+    sampled = jax.random.categorical(key, masked, axis=-1)
+    token = jnp.where(greedy, jnp.argmax(logits, axis=-1), sampled).astype(jnp.int32)
+    return token, jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
+
+
+class Sampler:
+    """Jitted prefill and decode for one model graph.
+
+    Args:
+        graphdef: The NNX graph of :class:`~textgym.algos.jax.model.CausalLM`.
+        cache_dtype: dtype of the KV cache (that of the parameters).
+    """
+
+    def __init__(self, graphdef: nnx.GraphDef, cache_dtype=jnp.float32):
+        self.graphdef = graphdef
+        self.cache_dtype = cache_dtype
+        self._prefill = jax.jit(self._prefill_impl, static_argnames=("cache_len",))
+        self._decode = jax.jit(self._decode_impl, static_argnames=("use_top_p", "buffer"), donate_argnames=("cache",))
+
+    def _empty_cache(self, model, batch: int, cache_len: int):
+        layer = model.layers[0].self_attn
+        shape = (batch, cache_len, layer.num_kv_heads, layer.head_dim)
+        return tuple((jnp.zeros(shape, self.cache_dtype), jnp.zeros(shape, self.cache_dtype)) for _ in model.layers)
+
+    def _prefill_impl(self, params, prompt_ids, prompt_mask, cache_len: int):
+        model = nnx.merge(self.graphdef, params)
+        b, p = prompt_ids.shape
+        kv_mask = jnp.pad(prompt_mask, ((0, 0), (0, cache_len - p)))
+        cache = self._empty_cache(model, b, cache_len)
+        logits, cache = model(prompt_ids, positions_from_mask(prompt_mask), kv_mask, cache, 0, last_only=True)
+        return logits[:, -1], cache, kv_mask
+
+    def _decode_impl(self, params, cache, kv_mask, logits, next_pos, done, key, max_new, temperature, top_p, stops, pad_id, use_top_p: bool, buffer: int):
+        model = nnx.merge(self.graphdef, params)
+        b = logits.shape[0]
+        prompt_len = kv_mask.shape[1] - buffer
+        width = stops.shape[1]
+
+        def cond(state):
+            step, *_, done, _ = state
+            return (step < max_new) & ~jnp.all(done)
+
+        def body(state):
+            step, cache, kv_mask, logits, pos, history, lps, lengths, done, _ = state
+            token, lp = sample_token(logits, jax.random.fold_in(key, step), temperature, top_p, use_top_p)
+            token = jnp.where(done, pad_id, token)
+            history = history.at[:, width - 1 + step].set(token)
+            lps = lps.at[:, step].set(jnp.where(done, 0.0, lp))
+            window = jax.lax.dynamic_slice_in_dim(history, step, width, axis=1)  # (B, L) last L tokens
+            hit = jnp.all((window[:, None, :] == stops[None]) | (stops[None] == _ANY), axis=-1).any(axis=-1)
+            lengths = jnp.where(done, lengths, step + 1)
+            done = done | hit
+            slot = prompt_len + step
+            kv_mask = kv_mask.at[:, slot].set(1)
+            logits, cache = model(token[:, None], pos[:, None], kv_mask, cache, slot)
+            return step + 1, cache, kv_mask, logits[:, -1], pos + 1, history, lps, lengths, done, None
+
+        history = jnp.full((b, width - 1 + buffer), _NEVER, jnp.int32)
+        lps = jnp.zeros((b, buffer), jnp.float32)
+        lengths = jnp.zeros((b,), jnp.int32)
+        state = (jnp.int32(0), cache, kv_mask, logits, next_pos, history, lps, lengths, done, None)
+        state = jax.lax.while_loop(cond, body, state)
+        # The cache is returned only so that the donated input buffer backs the loop's carry.
+        return state[5][:, width - 1 :], state[6], state[7], state[1]
+
+    def generate(
+        self,
+        params,
+        prompts: Sequence[np.ndarray],
+        max_new_tokens: int,
+        temperature: float,
+        seed: int,
+        *,
+        top_p: float = 1.0,
+        stop_ids: Sequence[Sequence[int]] = (),
+        eos_ids: Sequence[int] = (),
+        pad_id: int = 0,
+    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Sample continuations; see :meth:`textgym.algos.jax.policy.Policy.generate`."""
+        if not prompts:
+            return [], []
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        n = len(prompts)
+        rows = bucket_length(n, _UNBOUNDED, min_bucket=1)
+        prompt_len = bucket_length(max(len(p) for p in prompts), _UNBOUNDED)
+        buffer = bucket_length(max_new_tokens, _UNBOUNDED)
+        ids = np.full((rows, prompt_len), pad_id, np.int32)
+        mask = np.zeros((rows, prompt_len), np.int32)
+        for i, p in enumerate(prompts):
+            ids[i, prompt_len - len(p) :] = p
+            mask[i, prompt_len - len(p) :] = 1
+        logits, cache, kv_mask = self._prefill(params, ids, mask, cache_len=prompt_len + buffer)
+        done = np.arange(rows) >= n  # batch padding rows never run
+        next_pos = mask.sum(axis=1).astype(np.int32)
+        tokens, lps, lengths, _ = self._decode(
+            params, cache, kv_mask, logits, next_pos, done, jax.random.key(seed), np.int32(max_new_tokens),
+            np.float32(temperature), np.float32(top_p), stop_matrix(stop_ids, eos_ids), np.int32(pad_id),
+            use_top_p=top_p < 1.0, buffer=buffer,
+        )
+        tokens, lps, lengths = jax.device_get((tokens, lps, lengths))
+        return [tokens[i, : lengths[i]].copy() for i in range(n)], [lps[i, : lengths[i]].copy() for i in range(n)]
