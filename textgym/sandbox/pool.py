@@ -160,6 +160,22 @@ class Sandbox:
             self._idle.put(worker)
 
 
+_shared: dict[tuple, Sandbox] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_sandbox(limits: Limits | None = None, backend: BackendName = "auto") -> Sandbox:
+    """The process-wide sandbox for these settings, so envs in one process share warm workers.
+
+    Keyed by process id too: a forked process (an async vector env's worker) gets its own.
+    """
+    key = (os.getpid(), backend, limits or Limits())
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = Sandbox(limits, backend=backend)
+        return _shared[key]
+
+
 class Session:
     """One program kept open in one worker; :meth:`call` runs one test and returns its result."""
 

@@ -1,0 +1,160 @@
+"""Code-v0: write Python that passes tests, with feedback on failures and an isolated sandbox."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from textgym.env import Outcome, TextEnv
+from textgym.envs.code.families import FAMILIES
+from textgym.envs.code.formats import task_from_dict
+from textgym.envs.code.generator import generate
+from textgym.envs.code.verify import feedback, verify
+from textgym.messages import FrozenDict, system, user
+from textgym.parsing import ParsedTurn, extract_code
+from textgym.sandbox import Limits, Sandbox
+from textgym.sandbox.pool import shared_sandbox
+from textgym.tasks import Task
+
+SYSTEM = (
+    "You are an expert Python programmer. Solve the task and answer with the complete program in one "
+    "```python code block. Your code runs in an isolated sandbox with only the standard library and no "
+    "network; it is tested automatically."
+)
+
+
+class CodeEnv(TextEnv):
+    """Write a Python program that passes the task's tests.
+
+    **Prompt.** A system message, then the task: a generated problem (35 parameterised families,
+    31 function and 4 stdin/stdout), or a loaded one in the function, stdin/stdout, HumanEval or
+    MBPP format (see :mod:`textgym.envs.code.formats`).
+
+    **Action.** The assistant's message; the code is its last fenced block (```python preferred)
+    or, with no fence, the whole message. For HumanEval tasks the prompt is prepended, so either a
+    full function or just its body works.
+
+    **Tools.** None.
+
+    **Reward.** 1.0 when every test passes, else 0.0; with ``reward="fraction"`` the fraction of
+    tests the final submission passed. Given when the episode ends.
+
+    **Episode end.** Terminated when all tests pass or after ``max_attempts`` submissions. After a
+    failing one the agent sees the failing tests (input, expected, got, truncated) and a traceback
+    trimmed to its own code. ``info["verification"]`` holds the per-test results of each
+    submission; ``info["success"]`` is set at the end.
+
+    **Options.** ``reset(options={"task": dict})`` pins a task in any of the four formats;
+    ``{"task_index": i}`` picks one from ``tasks``.
+
+    Args:
+        tasks: JSONL path or list of task dicts; default: the procedural generator.
+        max_attempts: Submissions per episode (default 3).
+        reward: ``"binary"`` or ``"fraction"``.
+        num_tests: Tests per generated problem.
+        families: Restrict the generator to these family names.
+        sandbox: A :class:`~textgym.sandbox.Sandbox` to run code in (default: one shared per
+            process, with ``limits`` and ``backend``).
+        backend: ``"auto"`` (bubblewrap; refuses to run without isolation) or ``"unsafe"``.
+        limits: Per-submission resource limits.
+        max_turns: Defaults to ``max_attempts``.
+
+    Version history:
+        v0: first release.
+    """
+
+    def __init__(
+        self,
+        *,
+        tasks: Any = None,
+        max_attempts: int = 3,
+        reward: Literal["binary", "fraction"] = "binary",
+        num_tests: int = 8,
+        families: Sequence[str] | None = None,
+        sandbox: Sandbox | None = None,
+        backend: Literal["auto", "bwrap", "unsafe"] = "auto",
+        limits: Limits | None = None,
+        max_turns: int | None = None,
+        max_action_chars: int = 32_768,
+        render_mode: str | None = None,
+    ):
+        if int(max_attempts) < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+        if reward not in ("binary", "fraction"):
+            raise ValueError(f"reward must be 'binary' or 'fraction', got {reward!r}")
+        unknown = sorted(set(families or ()) - set(FAMILIES))
+        if unknown:
+            raise ValueError(f"unknown families {unknown}; expected some of {sorted(FAMILIES)}")
+        if int(num_tests) < 1:
+            raise ValueError(f"num_tests must be >= 1, got {num_tests}")
+        self.max_attempts = int(max_attempts)
+        self.reward_mode = reward
+        self.num_tests = int(num_tests)
+        self.families = tuple(families) if families else None
+        # Made (and checked) before anything else, so a machine without isolation fails here, clearly.
+        self.sandbox = sandbox if sandbox is not None else shared_sandbox(limits, backend)
+        super().__init__(tasks=tasks, max_turns=max_turns or self.max_attempts, max_action_chars=max_action_chars, render_mode=render_mode)
+        self.attempts = 0
+        self.last_verification: dict[str, Any] | None = None
+
+    # ----- TextEnv hooks -----
+
+    def generate_task(self, rng: np.random.Generator) -> Task:
+        return task_from_dict(generate(rng, families=self.families, num_tests=self.num_tests))
+
+    def task_from_dict(self, d: Mapping[str, Any]) -> Task:
+        return task_from_dict(d)
+
+    def begin(self, task: Task) -> list[FrozenDict]:
+        self.attempts = 0
+        self.last_verification = None
+        return [system(SYSTEM), user(_statement(task))]
+
+    def respond(self, turn: ParsedTurn) -> Outcome:
+        code = extract_code(turn.text)
+        if code is None:
+            code = turn.text
+        self.attempts += 1
+        result = verify(self.sandbox, self.task, code)
+        self.last_verification = result
+        solved = result["all_passed"]
+        left = self.max_attempts - self.attempts
+        if solved or left <= 0:
+            fraction = result["passed"] / result["total"]
+            reward = 1.0 if solved else (fraction if self.reward_mode == "fraction" else 0.0)
+            text = "All tests passed." if solved else feedback(result, 0) + "\n\nNo attempts left."
+            return Outcome([user(text)], reward=reward, terminated=True, success=solved, verification=result)
+        return Outcome([user(feedback(result, left))])
+
+    def verdict(self) -> tuple[bool, Any]:
+        return False, self.last_verification or {"reason": "the episode was truncated before any submission"}
+
+    def step(self, action: Any):
+        self.last_verification = None
+        obs, reward, terminated, truncated, info = super().step(action)
+        if "verification" not in info and self.last_verification is not None:
+            info["verification"] = self.last_verification
+        return obs, reward, terminated, truncated, info
+
+    def oracle_action(self) -> str:
+        """The task's reference solution in a fenced block (a harmless ``pass`` when it has none)."""
+        solution = (self.task.answer or {}).get("solution") if self.task is not None else None
+        return f"```python\n{solution or 'pass'}\n```"
+
+
+def _statement(task: Task) -> str:
+    data = task.data
+    fmt = data["format"]
+    if fmt == "humaneval":
+        return f"Complete the following Python function.\n\n```python\n{data['prompt'].rstrip()}\n```"
+    if fmt == "stdio":
+        return f"{data['prompt']}\n\nYour program reads standard input and writes standard output."
+    if fmt == "mbpp":
+        shown = "\n".join(data.get("shown_tests") or [])
+        return f"{data['prompt']}\n\nYour code should pass these tests:\n```python\n{shown}\n```"
+    prompt = data["prompt"]
+    if f"`{data['entry_point']}" not in prompt and data["entry_point"] not in prompt:
+        prompt += f"\n\nDefine the function `{data['entry_point']}`."
+    return prompt

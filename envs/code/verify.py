@@ -1,0 +1,194 @@
+"""Run a submission against a task's tests and decide, on the host, which ones pass.
+
+The sandbox only ever sees the program and the test inputs. Values come back as plain data
+and are compared here; HumanEval/MBPP checks that are not simple comparisons run here too, as
+the dataset's trusted code, calling the program through a proxy that returns plain values.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import sys
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+from textgym.sandbox import Call, CallResult, Sandbox, Session, same_stdout, values_equal
+from textgym.sandbox.zygote import decode
+from textgym.tasks import Task
+
+CLIP = 300
+
+
+def clip(text: str, limit: int = CLIP) -> str:
+    """``text`` cut to ``limit`` characters, saying so."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... [truncated, {len(text)} chars]"
+
+
+def program_for(task: Task, code: str) -> str:
+    """The program that runs: MBPP setup code or the HumanEval prompt (so a body completes it) first."""
+    head = task.data.get("prompt", "") if task.data.get("format") == "humaneval" else task.data.get("setup", "")
+    if head and not head.endswith("\n"):
+        head += "\n"
+    return head + code
+
+
+def verify(sandbox: Sandbox, task: Task, code: str) -> dict[str, Any]:
+    """Per-test results for ``code``: ``{"passed", "total", "all_passed", "load_error", "tests"}``."""
+    tests = task.answer["tests"]
+    program = program_for(task, code)
+    mode = "stdio" if task.data.get("format") == "stdio" else "function"
+    batch = [i for i, t in enumerate(tests) if t["kind"] != "check"]
+    calls = [_call(tests[i]) for i in batch]
+    outcomes: dict[int, dict[str, Any]] = {}
+    load_error = None
+    if calls:
+        run = sandbox.run(program, calls, mode=mode)
+        load_error = run.load_error
+        for i, result in zip(batch, run.results):
+            outcomes[i] = _judge(i, tests[i], result)
+    checks = [i for i, t in enumerate(tests) if t["kind"] == "check"]
+    if checks:
+        with sandbox.session(program, mode=mode) as session:
+            load_error = load_error or session.load_error
+            for i in checks:
+                outcomes[i] = _run_check(i, tests[i], task, session)
+    results = [outcomes[i] for i in range(len(tests))]
+    passed = sum(r["passed"] for r in results)
+    return {
+        "passed": passed,
+        "total": len(results),
+        "all_passed": passed == len(results),
+        "load_error": clip(load_error, 2000) if load_error else None,
+        "tests": results,
+    }
+
+
+def _call(test: Mapping[str, Any]) -> Call:
+    if test["kind"] == "stdio":
+        return Call(kind="stdio", input=test["input"])
+    return Call(name=test["name"], args=decode(test["args"]), kwargs=decode(test.get("kwargs") or {}))
+
+
+def _judge(index: int, test: Mapping[str, Any], result: CallResult) -> dict[str, Any]:
+    if test["kind"] == "stdio":
+        expected, shown_input = test["output"], test["input"]
+        passed = result.ok and not result.truncated and same_stdout(expected, result.value)
+        got = result.value if result.ok else None
+        return _outcome(index, "stdio", passed, shown_input, expected, got, result)
+    expected = decode(test["expected"])
+    compare = test.get("compare", "python")
+    passed = result.ok and _matches(expected, result.value, compare)
+    args = ", ".join([*map(repr, decode(test["args"])), *(f"{k}={decode(v)!r}" for k, v in (test.get("kwargs") or {}).items())])
+    shown_expected = {"truthy": "a true value", "falsy": "a false value"}.get(compare, repr(expected))
+    return _outcome(index, "call", passed, f"{test['name']}({args})", shown_expected, repr(result.value) if result.ok else None, result)
+
+
+def _matches(expected: Any, got: Any, compare: str) -> bool:
+    if compare == "is":
+        return got is expected
+    if compare in ("truthy", "falsy"):
+        return bool(got) == (compare == "truthy")
+    return values_equal(expected, got, json_like=compare == "json")
+
+
+def _outcome(index, kind, passed, shown_input, expected, got, result: CallResult | None) -> dict[str, Any]:
+    return {
+        "index": index,
+        "kind": kind,
+        "passed": bool(passed),
+        "input": clip(shown_input),
+        "expected": clip(expected),
+        "got": None if got is None else clip(got),
+        "error": clip(result.error, 1500) if result is not None and result.error else None,
+        "timeout": bool(result.timeout) if result is not None else False,
+    }
+
+
+class CandidateFailed(Exception):
+    """A proxied call failed inside the sandbox; its message is the program's error."""
+
+
+def _proxy(session: Session, name: str):
+    def candidate(*args, **kwargs):
+        result = session.call(Call(name=name, args=args, kwargs=kwargs))
+        if not result.ok:
+            raise CandidateFailed(result.error)
+        return result.value
+
+    candidate.__name__ = name
+    return candidate
+
+
+def _run_check(index: int, test: Mapping[str, Any], task: Task, session: Session) -> dict[str, Any]:
+    """Run a HumanEval ``check(candidate)`` or an MBPP assertion on the host, against proxies."""
+    code = test["code"]
+    shown = "check(candidate)" if test.get("call") == "check" else code
+    if not session.loaded:
+        result = CallResult(error=session.load_error)
+        return _outcome(index, "check", False, shown, "the assertions hold", None, result)
+    namespace: dict[str, Any] = {"__name__": "__textgym_check__"}
+    try:
+        if test.get("call") == "check":
+            exec(compile(task.data["prompt"], "<prompt>", "exec"), namespace)  # helpers the check uses
+            exec(compile(code, "<test>", "exec"), namespace)
+            namespace["check"](_proxy(session, test["candidate"]))
+        else:
+            namespace.update(_names_for(code, session))
+            exec(compile(code, "<test>", "exec"), namespace)
+    except CandidateFailed as exc:
+        return _outcome(index, "check", False, shown, "the assertions hold", None, CallResult(error=str(exc)))
+    except Exception as exc:  # the assertion (or the dataset's check) failed on the returned values
+        return _outcome(index, "check", False, shown, "the assertions hold", None, CallResult(error=_check_error(exc, code)))
+    return _outcome(index, "check", True, shown, "the assertions hold", "they hold", None)
+
+
+def _names_for(line: str, session: Session) -> dict[str, Any]:
+    """Proxies for the functions an MBPP line calls, stdlib modules for the names it reads."""
+    tree = ast.parse(line)
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    names: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Name) or hasattr(builtins, node.id) or node.id in names:
+            continue
+        if node.id in called:
+            names[node.id] = _proxy(session, node.id)
+        elif node.id in sys.stdlib_module_names:
+            names[node.id] = importlib.import_module(node.id)
+    return names
+
+
+def _check_error(exc: Exception, code: str) -> str:
+    """Which line of the test failed, without host paths."""
+    lines = code.splitlines()
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<test>" and f.lineno]
+    where = f" at: {lines[frames[-1].lineno - 1].strip()}" if frames and frames[-1].lineno <= len(lines) else ""
+    message = f": {exc}" if str(exc) else ""
+    return f"{type(exc).__name__}{message}{where}"
+
+
+def feedback(verification: Mapping[str, Any], attempts_left: int, *, max_shown: int = 3) -> str:
+    """What the agent reads after a failing submission."""
+    if verification["load_error"]:
+        head = f"Your program failed before any test could run:\n{verification['load_error']}"
+    else:
+        head = f"Your solution passed {verification['passed']} of {verification['total']} tests."
+    parts = [head]
+    failed = [t for t in verification["tests"] if not t["passed"]]
+    if not verification["load_error"]:
+        for t in failed[:max_shown]:
+            lines = [f"Test {t['index'] + 1} failed:", f"  input: {t['input']}", f"  expected: {t['expected']}"]
+            if t["got"] is not None:
+                lines.append(f"  got: {t['got']}")
+            if t["error"]:
+                lines.append("  error: " + t["error"].rstrip().replace("\n", "\n    "))
+            parts.append("\n".join(lines))
+        if len(failed) > max_shown:
+            parts.append(f"({len(failed) - max_shown} more failing tests not shown.)")
+    if attempts_left > 0:
+        plural = "s" if attempts_left != 1 else ""
+        parts.append(f"Fix the code and submit the whole program again in a ```python block ({attempts_left} attempt{plural} left).")
+    return "\n\n".join(parts)
