@@ -129,11 +129,14 @@ def read_rollouts(path: str | os.PathLike) -> list[Rollout]:
 # ----- Hugging Face datasets -----
 
 
-def _features() -> Any:
-    """Column types: messages and tools as JSON (their keys vary by role and tool; Arrow structs
-    would pad every message with the union of all keys), arrays as typed lists."""
+def _features(rollouts: Sequence[Rollout]) -> Any:
+    """Column types: messages and tool schemas as JSON (their keys vary by role and tool, and Arrow
+    structs would pad every message with the union of all keys), arrays as typed lists, timings
+    as float64 structs (``datasets``' JSON type rounds floats)."""
     from datasets import Features, Json, List, Value
 
+    timing_keys = sorted({k for r in rollouts for k in r.timing})
+    turn_keys = sorted({k for r in rollouts for t in r.turn_timing or () for k in t})
     return Features(
         {
             "messages": List(Json()),
@@ -151,8 +154,9 @@ def _features() -> Any:
             "logprobs": List(Value("float32")),
             "turn_spans": List(List(Value("int64"))),
             "group": Value("int64"),
-            "timing": Json(),
-            "turn_timing": List(Json()),
+            # Arrow has no empty structs: records without timings keep theirs as (empty) JSON.
+            "timing": {k: Value("float64") for k in timing_keys} if timing_keys else Json(),
+            "turn_timing": List({k: Value("float64") for k in turn_keys} if turn_keys else Json()),
         }
     )
 
@@ -169,12 +173,27 @@ def to_dataset(rollouts: Iterable[Rollout]) -> Any:
         MissingDependency: ``datasets`` is not installed (``pip install 'textgym[datasets]'``).
     """
     datasets = require("datasets", "datasets")
-    return datasets.Dataset.from_list([r.to_dict() for r in rollouts], features=_features())
+    rollouts = list(rollouts)
+    features = _features(rollouts)
+    rows = [r.to_dict() for r in rollouts]
+    return datasets.Dataset.from_dict({k: [row[k] for row in rows] for k in features}, features=features)
 
 
 def from_dataset(dataset: Iterable[Mapping[str, Any]]) -> list[Rollout]:
     """Rollouts from a dataset made by :func:`to_dataset` (or any rows with the record's fields)."""
-    return [Rollout.from_dict(row) for row in dataset]
+    rollouts = []
+    for row in dataset:
+        row = dict(row)
+        # Struct columns hold the union of the keys; a record's absent keys come back as None.
+        row["timing"] = _present(row.get("timing") or {})
+        if row.get("turn_timing") is not None:
+            row["turn_timing"] = [_present(t) for t in row["turn_timing"]]
+        rollouts.append(Rollout.from_dict(row))
+    return rollouts
+
+
+def _present(d: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
 
 
 # ----- collecting rollouts from a vector env -----
