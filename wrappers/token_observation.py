@@ -10,11 +10,12 @@ itself and only ever *appends*:
   assistant turn that the model did not sample (``<|im_end|>\\n`` for ChatML when it stopped on
   ``<|im_end|>``), the env's new messages and the next generation prompt.
 
-That text is the difference between two renderings of the conversation that differ only by the
-new env messages, with a placeholder standing in for the assistant's text, so it never depends on
-how the sampled ids would re-tokenize. It needs a *prefix-preserving* template (rendering more
-messages only appends text); every step checks this and a template that rewrites earlier turns
-(Qwen3's removal of past ``<think>`` blocks, a date in the system prompt) raises
+The end of the assistant turn is measured by rendering a placeholder assistant message (so it
+never depends on the sampled text or on how it would re-tokenize); the env's part is the
+difference between the renderings of the conversation with and without the env's new messages.
+Only that text is tokenized. It needs a *prefix-preserving* template (rendering more messages
+only appends text); every step checks this, and a template that rewrites earlier turns (Qwen3's
+removal of past ``<think>`` blocks, a date in the system prompt) raises
 :class:`~textgym.error.TemplateError` naming the fix.
 """
 
@@ -48,10 +49,12 @@ class TokenObservation(gym.Wrapper):
       with the final env messages, without a generation prompt, once it ended).
     * Action: the generated ids (a 1-D int array or a list of ints), or a mapping
       ``{"ids": ids, "logprobs": logprobs}`` that also passes the sampler's logprob of each id
-      (Gymnasium's ``step`` takes no extra arguments). Text and OpenAI-style assistant messages
-      (tool calls included) are accepted too, for policies that do not sample tokens: their
-      tokens are the template's rendering of the turn, tokenized once, and count as policy tokens. A trailing stop token that the template uses to close the turn (``<|im_end|>``,
-      ``<|eot_id|>``) is kept in the trajectory and left out of the message text the env sees.
+      (Gymnasium's ``step`` takes no extra arguments). A trailing stop token that the template
+      uses to close the turn (``<|im_end|>``, ``<|eot_id|>``) is kept in the trajectory and left
+      out of the message text the env sees. Text and OpenAI-style assistant messages (tool calls
+      included) are accepted too, for policies that do not sample tokens (an endpoint, the
+      oracle): their tokens are the text, or the template's rendering of the message, tokenized
+      once, and count as policy tokens.
     * ``info["trajectory"]`` at the end of an episode: a
       :class:`~textgym.rollout.TokenTrajectory` with the ids, the loss mask (1 exactly on the
       sampled ids), the logprobs (when every turn gave them), the ``[start, end)`` span of each
@@ -204,7 +207,10 @@ class TokenObservation(gym.Wrapper):
             action, logprobs = action["ids"], action.get("logprobs")
         ids = np.asarray(action)
         if ids.ndim != 1 or not (ids.size == 0 or np.issubdtype(ids.dtype, np.integer)):
-            raise InvalidAction(f"expected the generated ids as a 1-D int array, a list of ints or text, got {type(action).__name__} {ids.dtype} of shape {ids.shape}")
+            raise InvalidAction(
+                "expected the generated ids as a 1-D int array, a list of ints or text, "
+                f"got {type(action).__name__} of dtype {ids.dtype} and shape {ids.shape}"
+            )
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
             raise InvalidAction(f"token ids must be in [0, {self.vocab_size}), got min {ids.min()} and max {ids.max()}")
         ids = ids.astype(np.int32)
