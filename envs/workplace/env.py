@@ -119,7 +119,7 @@ class WorkplaceEnv(TextEnv):
 
     def begin(self, task: Task) -> list[FrozenDict]:
         self.world.restore(self._session.db)
-        self._session.written = set()
+        self._session.clear()
         self._oracle_done = False
         return [system(system_prompt()), user(task.data["query"])]
 
@@ -166,13 +166,13 @@ class WorkplaceEnv(TextEnv):
         ref, toolset, lock = _reference(self.world)
         with lock:
             self.world.restore(ref.db)
-            ref.written = set()
+            ref.clear()
             errors = []
             for c in self.task.answer:
                 result = toolset.call(c["name"], c["arguments"])
                 if result.error:
                     errors.append(f"{c['name']}: {result.error}")
-            return compare(self.world, self._session.db, ref.db, self._session.written | ref.written, errors)
+            return compare(self.world, self._session.db, ref.db, self._session.touched, ref.touched, errors)
 
     def oracle_action(self) -> str | dict:
         """All ground-truth calls in one turn, then a final message that ends the episode."""

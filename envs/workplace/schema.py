@@ -7,6 +7,7 @@ and "last week" mean the same thing in every task and every process.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Literal
@@ -58,15 +59,22 @@ class Table:
     name: str
     columns: tuple[tuple[str, Kind], ...]
 
-    @property
+    # Cached: the tools read these on every call (cached_property writes the instance __dict__
+    # directly, so it works on a frozen dataclass).
+    @functools.cached_property
     def id_column(self) -> str | None:
         return next((c for c, k in self.columns if k == "id"), None)
 
-    @property
+    @functools.cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(c for c, _ in self.columns)
 
-    @property
+    @functools.cached_property
+    def select_list(self) -> str:
+        """Every column, quoted, for SELECT statements."""
+        return ", ".join(f'"{c}"' for c in self.names)
+
+    @functools.cached_property
     def compared(self) -> tuple[str, ...]:
         """Columns the verifier compares: everything but the system-assigned id."""
         return tuple(c for c, k in self.columns if k != "id")
@@ -149,6 +157,7 @@ def fmt_datetime(value: datetime) -> str:
     return value.strftime(DATETIME_FORMAT)
 
 
+@functools.cache
 def system_prompt() -> str:
     """The system message: who the user is, the fixed clock and the working hours."""
     return (

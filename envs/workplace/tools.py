@@ -11,8 +11,8 @@ datasets replay unchanged. What differs, on purpose:
 * any syntactically valid address may receive mail, not only addresses in the directory;
 * IDs may be given without their leading zeros (``"42"`` is ``"00000042"``).
 
-Every write records its table in :attr:`WorkplaceTools.written`, which lets the verifier skip
-the tables that nobody touched.
+Every write records the table and the id of the row it touched in
+:attr:`WorkplaceTools.touched`, which lets the verifier read only those rows.
 """
 
 from __future__ import annotations
@@ -155,7 +155,16 @@ class WorkplaceTools:
 
     def __init__(self, db: sqlite3.Connection):
         self.db = db
-        self.written: set[str] = set()
+        self.touched: dict[str, set[str]] = {}
+
+    def clear(self) -> None:
+        """Forget the touched rows (after the database was restored)."""
+        self.touched = {}
+
+    def _touch(self, table: S.Table, row_id: str | None) -> None:
+        ids = self.touched.setdefault(table.name, set())
+        if row_id is not None:
+            ids.add(row_id)
 
     def toolset(self) -> Toolset:
         """All 27 tools, bound to this object, in NeMo Gym's order."""
@@ -165,7 +174,7 @@ class WorkplaceTools:
 
     def _get(self, table: S.Table, row_id: str, field: str | None) -> dict[str, Any]:
         key = table.id_column
-        cols = ", ".join(f'"{c}"' for c in table.names)
+        cols = table.select_list
         row = self.db.execute(f'SELECT {cols} FROM "{table.name}" WHERE "{key}" = ?', (_norm_id(row_id),)).fetchone()
         if row is None:
             raise ToolError(f"no {table.name} row with {key} {row_id!r}")
@@ -189,23 +198,23 @@ class WorkplaceTools:
         cols = ", ".join(f'"{c}"' for c in values)
         marks = ", ".join("?" for _ in values)
         self.db.execute(f'INSERT INTO "{table.name}" ({cols}) VALUES ({marks})', tuple(values.values()))
-        self.written.add(table.name)
+        self._touch(table, values.get(table.id_column))
 
     def _delete(self, table: S.Table, row_id: str) -> str:
         key = self._require(table, row_id)
         self.db.execute(f'DELETE FROM "{table.name}" WHERE "{table.id_column}" = ?', (key,))
-        self.written.add(table.name)
+        self._touch(table, key)
         return key
 
     def _update(self, table: S.Table, row_id: str, field: str, value: Any) -> dict[str, Any]:
         key = self._require(table, row_id)
         self.db.execute(f'UPDATE "{table.name}" SET "{field}" = ? WHERE "{table.id_column}" = ?', (value, key))
-        self.written.add(table.name)
+        self._touch(table, key)
         return {"status": "updated", table.id_column: key, "field": field, "new_value": value}
 
     def _page(self, table: S.Table, where: list[str], params: list[Any], order: str, page: int, page_size: int, label: str):
         cond = " WHERE " + " AND ".join(where) if where else ""
-        cols = ", ".join(f'"{c}"' for c in table.names)
+        cols = table.select_list
         # One scan: the window count sees every match before LIMIT cuts the page.
         rows = self.db.execute(
             f'SELECT {cols}, count(*) OVER () FROM "{table.name}"{cond} ORDER BY {order} LIMIT ? OFFSET ?',
@@ -449,7 +458,7 @@ class WorkplaceTools:
         Args:
             visitor_id: ID of the visitor.
         """
-        cols = ", ".join(f'"{c}"' for c in S.ANALYTICS.names)
+        cols = S.ANALYTICS.select_list
         rows = self.db.execute(f"SELECT {cols} FROM analytics WHERE visitor_id = ? ORDER BY date_of_visit", (visitor_id.strip(),)).fetchall()
         if not rows:
             raise ToolError(f"no visits by visitor {visitor_id!r}")

@@ -10,8 +10,9 @@ matter, while any unintended change (a duplicate send, an extra delete, a wrong 
 The verdict carries the row-level diff per table (``missing``: expected rows that are absent,
 ``unexpected``: rows that should not be there) and two flags: ``side_effect`` (the agent touched a
 row the ground truth leaves alone, or created more rows than it) and ``noop`` (the task needs no
-change at all). Only tables written by the agent or the ground truth are read: the others still
-equal the template.
+change at all). Only the rows that the agent or the ground truth touched are read (the tools
+record them): every other row is the template's on both sides, so verification costs in
+proportion to the changes, not to the size of the world.
 """
 
 from __future__ import annotations
@@ -62,13 +63,17 @@ def _normalized(table: S.Table, rows: Counter) -> Counter:
     return out
 
 
-def _read(conn: sqlite3.Connection, table: S.Table) -> dict[Any, tuple]:
-    """Rows keyed by id (by position for tables without one), values without the id."""
+def _read(conn: sqlite3.Connection, table: S.Table, ids: set[str]) -> dict[Any, tuple]:
+    """The rows with these ids (every row, keyed by position, for tables without ids), without the id."""
     cols = ", ".join(f'"{c}"' for c in table.compared)
     key = table.id_column
     if key is None:
         return dict(enumerate(conn.execute(f'SELECT {cols} FROM "{table.name}"')))
-    return {r[0]: r[1:] for r in conn.execute(f'SELECT "{key}", {cols} FROM "{table.name}"')}
+    # Placeholders, not json_each(): with SQLite 3.40, using the json_each table-valued function
+    # again after deserialize() replaced a database where it had been used segfaults.
+    marks = ", ".join("?" for _ in ids)
+    sql = f'SELECT "{key}", {cols} FROM "{table.name}" WHERE "{key}" IN ({marks})'
+    return {r[0]: r[1:] for r in conn.execute(sql, sorted(ids))}
 
 
 def _changes(table: S.Table, before: dict, after: dict) -> tuple[set, int, Counter, Counter]:
@@ -97,16 +102,18 @@ def compare(
     world: World,
     final: sqlite3.Connection,
     expected: sqlite3.Connection,
-    tables: set[str],
+    final_touched: dict[str, set[str]],
+    expected_touched: dict[str, set[str]],
     ground_truth_errors: list[str] | None = None,
 ) -> tuple[bool, dict[str, Any]]:
-    """Compare the final and the expected state on the given tables.
+    """Compare the final and the expected state on the rows either side touched.
 
     Args:
         world: The world both states started from.
         final: The agent's session database.
         expected: The database after replaying the ground truth on a fresh copy.
-        tables: Names of the tables written by the agent or the ground truth.
+        final_touched: Ids of the rows the agent's calls wrote, per table name.
+        expected_touched: Ids of the rows the ground-truth calls wrote, per table name.
         ground_truth_errors: Errors met while replaying the ground truth (reported, not fatal).
 
     Returns:
@@ -115,10 +122,12 @@ def compare(
     diff: dict[str, dict[str, list]] = {}
     side_effect, noop = False, True
     for table in S.TABLES:
-        if table.name not in tables:
+        if table.name not in final_touched and table.name not in expected_touched:
             continue
-        before = world.initial(table)
-        got, want = _read(final, table), _read(expected, table)
+        ids = final_touched.get(table.name, set()) | expected_touched.get(table.name, set())
+        initial = world.initial(table)
+        before = initial if table.id_column is None else {k: initial[k] for k in ids if k in initial}
+        got, want = _read(final, table, ids), _read(expected, table, ids)
         a_touched, a_created, a_added, a_removed = _changes(table, before, got)
         g_touched, g_created, g_added, g_removed = _changes(table, before, want)
         if g_touched or g_created or g_added or g_removed:

@@ -218,7 +218,7 @@ def test_garbage_actions_never_crash_or_corrupt(env, actions):
         if terminated or truncated:
             assert "success" in info and "verification" in info
             break
-    if not env._session.written:
+    if not env._session.touched:
         assert snapshot(env) == snapshot_pristine(env)
 
 
