@@ -158,8 +158,13 @@ def evaluate(
     for name, make_policy in policies.items():
         if on_episodes is not None:
             counted.name = name
+        policy = make_policy(counted)
         started = time.perf_counter()
-        rollouts = collect(counted, make_policy(counted), seeds=list(seeds), group_size=k, env_id=env_id)
+        try:
+            rollouts = collect(counted, policy, seeds=list(seeds), group_size=k, env_id=env_id)
+        finally:
+            if callable(getattr(policy, "close", None)):
+                policy.close()  # an endpoint policy's threads and connections
         reports.append(PolicyReport(name, rollouts, k, time.perf_counter() - started, dict(categories or {})))
     return reports
 
