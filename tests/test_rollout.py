@@ -131,15 +131,19 @@ def test_token_rollouts_hold_the_sampled_ids_and_logprobs(mode, autoreset):
 TEXTGYM_IDS = sorted(i for i in gym.registry if i.startswith("textgym/"))
 
 
+@pytest.mark.parametrize("policy", ["sampled ids", "oracle actions"])
 @pytest.mark.parametrize("env_id", TEXTGYM_IDS)
-def test_registered_envs_give_exact_token_rollouts(env_id):
+def test_registered_envs_give_exact_token_rollouts(env_id, policy):
+    from textgym.policies import OraclePolicy  # acts in text or assistant-message dicts
+
     tok = tokenizer("tiny")
     try:
         venv = gym.make_vec(env_id, num_envs=2, vectorization_mode="sync", wrappers=[lambda env: TokenObservation(env, tok)])
     except (ImportError, AttributeError) as exc:  # envs are built in parallel; skip those not there yet
         pytest.skip(f"{env_id} does not import: {exc}")
     try:
-        rollouts = collect(venv, TokenOracle(venv, tok), seeds=[0], group_size=2)
+        actor = TokenOracle(venv, tok) if policy == "sampled ids" else OraclePolicy(venv)
+        rollouts = collect(venv, actor, seeds=[0], group_size=2)
     finally:
         venv.close()
     assert rollouts[0].env_id == env_id
