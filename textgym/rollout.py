@@ -255,6 +255,14 @@ def collect(
 
     Returns:
         One :class:`Rollout` per episode.
+
+    Example:
+        >>> import gymnasium as gym, textgym
+        >>> from textgym.policies import OraclePolicy
+        >>> venv = gym.make_vec("textgym/Sudoku-v0", num_envs=3)
+        >>> rollouts = collect(venv, OraclePolicy(venv), seeds=[7, 8], group_size=2)
+        >>> [(r.seed, r.group, r.success) for r in rollouts]
+        [(7, 0, True), (7, 0, True), (8, 1, True), (8, 1, True)]
     """
     from gymnasium.vector import AutoresetMode
 

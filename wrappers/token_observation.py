@@ -77,10 +77,15 @@ class TokenObservation(gym.Wrapper):
     Example:
         >>> import gymnasium as gym, textgym
         >>> from textgym.tokenizer import tiny_tokenizer
-        >>> env = TokenObservation(gym.make("textgym/Sudoku-v0"), tiny_tokenizer())  # doctest: +SKIP
-        >>> ids, info = env.reset(seed=0)  # doctest: +SKIP
-        >>> ids.dtype  # doctest: +SKIP
-        dtype('int32')
+        >>> tok = tiny_tokenizer()
+        >>> env = TokenObservation(gym.make("textgym/Sudoku-v0"), tok)
+        >>> ids, info = env.reset(seed=0)
+        >>> ids.dtype.name, tok.decode(ids).endswith("<|im_start|>assistant\\n")
+        ('int32', True)
+        >>> sampled = tok.encode("<answer>?</answer>", add_special_tokens=False) + [tok.eos_token_id]
+        >>> new_ids, reward, terminated, truncated, info = env.step(sampled)
+        >>> bool((new_ids[ids.size : ids.size + len(sampled)] == sampled).all())  # kept verbatim
+        True
     """
 
     def __init__(self, env: gym.Env, tokenizer: Any, *, chat_template: str | None = None):
