@@ -80,7 +80,10 @@ def message(role: str, content: str, **extra: Any) -> FrozenDict:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     if not isinstance(content, str):
         raise TypeError(f"content must be a str, got {type(content).__name__}")
-    return freeze({"role": role, "content": content, **extra})
+    data = {"role": role, "content": content, **extra}
+    if all(type(v) is str for v in extra.values()):
+        return FrozenDict(data)  # nothing nested to freeze: the common case, once per message per step
+    return freeze(data)
 
 
 def system(content: str) -> FrozenDict:

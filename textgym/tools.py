@@ -159,15 +159,18 @@ class Toolset(Mapping):
         return ToolResult(to_json(result))
 
 
-def to_json(value: Any) -> str:
-    """Serialise a tool result; dates become ISO strings."""
-    return json.dumps(value, default=_json_default, ensure_ascii=False)
-
-
 def _json_default(value: Any) -> Any:
     if isinstance(value, (date, datetime)):
         return value.isoformat()
     raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+_ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False)  # built once: json.dumps with options builds one per call
+
+
+def to_json(value: Any) -> str:
+    """Serialise a tool result; dates become ISO strings."""
+    return _ENCODER.encode(value)
 
 
 def _error(message: str) -> ToolResult:

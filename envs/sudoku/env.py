@@ -1,0 +1,350 @@
+"""Sudoku-v0: fill a 4x4, 6x6 or 9x9 grid by placing digits with a tool, or answer it at once."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any, Literal
+
+import numpy as np
+
+from textgym.env import Outcome, TextEnv, tool_messages
+from textgym.error import InvalidTask, ResetNeeded, ToolError
+from textgym.envs.sudoku import grid
+from textgym.envs.sudoku.solver import BOX_SHAPES, Masks, generate, geometry
+from textgym.messages import FrozenDict, system, user
+from textgym.parsing import ParsedTurn
+from textgym.tasks import Task, task_id
+from textgym.tools import Tool, Toolset
+
+Difficulty = Literal["easy", "medium", "hard"]
+RewardMode = Literal["binary", "dense"]
+
+BLANKS: dict[int, dict[str, int]] = {
+    4: {"easy": 6, "medium": 8, "hard": 10},
+    6: {"easy": 14, "medium": 18, "hard": 22},
+    9: {"easy": 36, "medium": 46, "hard": 54},
+}
+"""Blank cells per difficulty preset (every generated puzzle has exactly one solution)."""
+
+MAX_BLANKS = {4: 11, 6: 24, 9: 56}
+"""The most blanks ``blanks=`` accepts: random digging reaches them in a few tries at most."""
+
+
+class SudokuEnv(TextEnv):
+    """Sudoku as a multi-turn chat: place digits with a tool, or give the whole grid.
+
+    ## Description
+    The agent fills an ``N x N`` grid (N = 4, 6 or 9; boxes 2x2, 2x3 or 3x3) so that every row,
+    column and box holds each digit 1..N once. Generated puzzles always have exactly one
+    solution. Work is either incremental (``place`` tool calls, several per turn) or one-shot
+    (``<answer>`` with the full grid); both may be mixed across turns.
+
+    ## Prompt (observation)
+    The whole conversation as a tuple of read-only chat messages. Reset gives a system message
+    (rules, both action formats, an example) and a user message with the board, drawn as::
+
+        +-----+-----+
+        | 1 . | . 3 |
+        ...
+    After each turn the env answers each tool call with a ``tool`` message and then shows the
+    board again in a ``user`` message (the last message is always the env's).
+
+    ## Actions
+    The assistant turn as text or an OpenAI assistant dict (parsed by :mod:`textgym.parsing`):
+
+    * ``<tool_call>{"name": "place", "arguments": {"row": r, "col": c, "digit": d}}</tool_call>``,
+      any number per turn, applied in order. Rows and columns are 1-indexed from the top left.
+      A move is rejected with a reason and the board is left as it was when it is off the board,
+      on a given cell, not a digit 1..N, of the wrong type, or when the digit already appears in
+      the cell's row, column or box. A cell the agent filled earlier may be overwritten with
+      another digit (so mistakes can be corrected); givens never.
+    * ``<answer>`` followed by the full grid, one row per line (spaces, ``|``, ``-`` and ``+``
+      are ignored; the board as shown, filled in, is a valid answer). Any grid of the right shape
+      ends the episode; text that is not an N x N grid is a format error and the episode goes on.
+
+    ## Tools
+    ``place(row: int, col: int, digit: int)``.
+
+    ## Reward
+    Binary and terminal by default: 1.0 when the board is completed by moves or a correct grid
+    is answered, else 0.0. ``reward="dense"`` pays the change of the potential ``correct / blanks``
+    each turn (correct = formerly blank cells now holding the solution's digit; 1.0 once solved),
+    so an episode's rewards sum to the final potential and a solved episode sums to 1.0.
+
+    ## Episode end
+    Terminated when the board is full (every placement is conflict-free, so full means solved)
+    or an answer grid is given; ``info["success"]`` and ``info["verification"]`` (a dict with
+    ``by``, ``reason``, ``correct``, ``blanks``) come with the last step. Truncated after
+    ``max_turns`` turns.
+
+    ## Arguments
+    * ``size``: 4, 6 or 9 (default 9) for generated puzzles; a pinned puzzle sets its own.
+    * ``difficulty``: ``"easy" | "medium" | "hard"`` blanks preset (default ``"medium"``):
+      4x4 6/8/10, 6x6 14/18/22, 9x9 36/46/54.
+    * ``blanks``: the exact number of blanks, overriding ``difficulty`` (1..11, 24 or 56).
+    * ``reward``: ``"binary"`` (default) or ``"dense"``.
+    * ``max_turns``: default ``None`` means ``N * N`` turns per episode: one cell per turn for
+      every blank plus one spare turn per given.
+    * ``tasks``, ``max_action_chars``, ``render_mode``: see :class:`~textgym.env.TextEnv`.
+      ``render_mode="ansi"`` renders the board with a status line.
+
+    Pinned tasks: ``reset(options={"task": {"puzzle": "<N*N chars, '.' or '0' for blanks>"}})``
+    (size from the length; optional ``"solution"``) or a Task record dict; the same dicts work as
+    JSONL rows for ``tasks=``. A bad length, bad characters, conflicting givens or no solution
+    raise :class:`~textgym.error.InvalidTask` (a ``ValueError``) with a one-line reason. A pinned
+    puzzle with several solutions is accepted; any valid completion then counts as solved.
+
+    ## Version history
+    * v0: initial release.
+    """
+
+    def __init__(
+        self,
+        *,
+        size: int = 9,
+        difficulty: Difficulty = "medium",
+        blanks: int | None = None,
+        reward: RewardMode = "binary",
+        max_turns: int | None = None,
+        tasks=None,
+        max_action_chars: int = 32_768,
+        render_mode: str | None = None,
+    ):
+        if size not in BOX_SHAPES:
+            raise ValueError(f"size must be one of {sorted(BOX_SHAPES)}, got {size!r}")
+        if difficulty not in BLANKS[size]:
+            raise ValueError(f"difficulty must be 'easy', 'medium' or 'hard', got {difficulty!r}")
+        if blanks is not None and not (isinstance(blanks, int) and 1 <= blanks <= MAX_BLANKS[size]):
+            raise ValueError(f"blanks for a {size}x{size} puzzle must be an int in 1..{MAX_BLANKS[size]}, got {blanks!r}")
+        if reward not in ("binary", "dense"):
+            raise ValueError(f"reward must be 'binary' or 'dense', got {reward!r}")
+        self.size = size
+        self.difficulty = difficulty
+        self.blanks = BLANKS[size][difficulty] if blanks is None else blanks
+        self.reward_mode = reward
+        self._auto_turns = max_turns is None
+        super().__init__(
+            tasks=tasks,
+            max_turns=size * size if max_turns is None else max_turns,
+            max_action_chars=max_action_chars,
+            render_mode=render_mode,
+        )
+        self._toolset = Toolset([Tool(self.place)])
+        self.board: list[int] = []
+        self._fresh: tuple[Task, list[int], list[int]] | None = None  # (task, puzzle, solution) last generated
+
+    # ----- tasks -----
+
+    def generate_task(self, rng: np.random.Generator) -> Task:
+        puzzle, solution = generate(rng, self.size, self.blanks)
+        text = grid.to_string(puzzle)
+        meta = {"size": self.size, "blanks": self.blanks, "difficulty": self.difficulty, "unique": True}
+        task = Task(task_id("sudoku", text), {"puzzle": text, "size": self.size}, grid.to_string(solution), meta)
+        self._fresh = (task, puzzle, solution)
+        return task
+
+    def task_from_dict(self, d: Mapping[str, Any]) -> Task:
+        """A task from ``{"puzzle": ..., "solution"?: ...}`` or a Task record dict; validated."""
+        record = Task.from_dict(d) if Task.is_record(d) else None
+        data = record.data if record else d
+        if "puzzle" not in data:
+            raise InvalidTask("a Sudoku task needs a 'puzzle' string (N*N chars, '.' or '0' for blanks)")
+        size, cells = grid.parse_puzzle(data["puzzle"])
+        if "size" in data and data["size"] != size:
+            raise InvalidTask(f"the task says size {data['size']!r} but its puzzle has {size * size} cells ({size}x{size})")
+        solution, unique = grid.solve_pinned(cells, size)
+        given = record.answer if record else d.get("solution")
+        if given is not None:
+            rows, reason = grid.read_answer(given, size) if isinstance(given, str) else (None, "not a string")
+            ok, reason = grid.judge_answer(rows, cells, size) if rows else (False, reason)
+            if not ok:
+                raise InvalidTask(f"the task's solution does not solve its puzzle: {reason}")
+            solution = [int(ch) for row in rows for ch in row]
+        text = grid.to_string(cells)
+        meta = {**(record.metadata if record else {}), "size": size, "blanks": cells.count(0), "unique": unique}
+        tid = record.id if record else task_id("sudoku", text)
+        return Task(tid, {"puzzle": text, "size": size}, grid.to_string(solution), meta)
+
+    # ----- episode -----
+
+    def begin(self, task: Task) -> list[FrozenDict]:
+        puzzle, solution = self._checked(task)
+        self._n = grid.SIZE_BY_LENGTH[len(puzzle)]
+        self._geo = geometry(self._n)
+        self.puzzle = puzzle
+        self.solution = solution
+        self.board = list(puzzle)
+        self._chars = [grid.DIGIT_CHARS[d] for d in puzzle]  # the board as drawn, kept in step with it
+        self._masks = Masks(self._geo, self.board)
+        self._blank_count = puzzle.count(0)
+        self._empty = self._blank_count
+        self._correct = 0
+        if self._auto_turns:
+            self.max_turns = self._n * self._n
+        return [system(_system_prompt(self._n)), user(f"Here is the puzzle:\n{self._board_text()}")]
+
+    def _checked(self, task: Task) -> tuple[list[int], list[int]]:
+        """Puzzle and solution cells of a task, re-checked: the base passes Task objects through.
+
+        Free for the task just generated; tens of microseconds when the stored answer solves the
+        puzzle; a solve otherwise.
+        """
+        if self._fresh is not None and self._fresh[0] is task:
+            return self._fresh[1], self._fresh[2]
+        size, cells = grid.parse_puzzle(task.data.get("puzzle"))
+        rows, _ = grid.read_answer(task.answer, size) if isinstance(task.answer, str) else (None, None)
+        if rows is None or not grid.judge_answer(rows, cells, size)[0]:
+            return cells, grid.solve_pinned(cells, size)[0]
+        return cells, [int(ch) for row in rows for ch in row]
+
+    @property
+    def tools(self) -> Toolset:
+        return self._toolset
+
+    def place(self, row: int, col: int, digit: int) -> str:
+        """Write a digit into a cell that is blank in the puzzle (your own earlier digits may be overwritten).
+
+        Args:
+            row: Row number, 1 (top) to the board size.
+            col: Column number, 1 (left) to the board size.
+            digit: The digit to write, 1 to the board size.
+        """
+        n = self._n
+        if not (1 <= row <= n and 1 <= col <= n):
+            raise ToolError(f"row {row}, col {col} is off the board; rows and columns are 1-{n}")
+        if not 1 <= digit <= n:
+            raise ToolError(f"{digit} is not a digit of this board; use 1-{n}")
+        i = (row - 1) * n + (col - 1)
+        if self.puzzle[i]:
+            raise ToolError(f"row {row}, col {col} holds the given {self.puzzle[i]} and cannot be changed")
+        old = self.board[i]
+        if old == digit:
+            return f"row {row}, col {col} already holds {digit}"
+        if old:
+            self._masks.clear(i, old)
+        if not self._masks.candidates(i) & (1 << (digit - 1)):
+            if old:
+                self._masks.set(i, old)
+            raise ToolError(self._conflict(i, digit))
+        self._masks.set(i, digit)
+        self.board[i] = digit
+        self._chars[i] = grid.DIGIT_CHARS[digit]
+        sol = self.solution[i]
+        self._correct += (digit == sol) - (old == sol)
+        self._empty -= not old
+        return f"placed {digit} at row {row}, col {col}" + (f" (replacing {old})" if old else "")
+
+    def respond(self, turn: ParsedTurn) -> Outcome:
+        before = self._potential()
+        messages, errors = tool_messages(self._toolset, turn)
+        rejected = len(errors)
+        if turn.answer is not None:
+            rows, reason = grid.read_answer(turn.answer, self._n)
+            if rows is not None:
+                ok, reason = grid.judge_answer(rows, self.puzzle, self._n)
+                return self._end(messages, ok, "answer", reason, before, errors)
+            errors.append(f"<answer> is not a {self._n}x{self._n} grid: {reason}")
+        if self._empty == 0:
+            reason = "every cell is filled and no row, column or box repeats a digit"
+            return self._end(messages, True, "moves", reason, before, errors)
+        if not turn.tool_calls and turn.answer is None:
+            errors.append("no move found: call the place tool or give the full grid after <answer>")
+        notes = [f"{rejected} of {len(turn.tool_calls)} moves rejected (see the tool results)."] if rejected else []
+        notes += [f"Error: {e}." for e in errors[rejected:]]
+        notes.append(f"Board ({self._empty} empty cells left):\n{self._board_text()}")
+        messages.append(user("\n".join(notes)))
+        return Outcome(messages=messages, reward=self._shaped(before), error="; ".join(errors) or None)
+
+    def verdict(self) -> tuple[bool, Any]:
+        return False, self._verification("truncation", f"the turn limit was reached with {self._empty} empty cells")
+
+    def oracle_action(self, *, place: int = 0) -> str:
+        """The full solution after ``<answer>``; or, with ``place=k``, ``place`` calls for k cells.
+
+        The calls fix the first ``k`` non-given cells (row-major) that differ from the solution,
+        so a policy that sends ``oracle_action(place=1)`` every turn fills the board move by move.
+        Works at any time after reset, also once the episode has ended.
+        """
+        if self.task is None:
+            raise ResetNeeded("call reset() before oracle_action()")
+        todo = [i for i, (b, s) in enumerate(zip(self.board, self.solution)) if b != s][: max(place, 0)]
+        if not todo:
+            return f"<answer>\n{grid.format_board(self.solution, self._n)}\n</answer>"
+        n = self._n
+        return "".join(
+            '<tool_call>{"name": "place", "arguments": '
+            + json.dumps({"row": i // n + 1, "col": i % n + 1, "digit": self.solution[i]})
+            + "}</tool_call>"
+            for i in todo
+        )
+
+    def render_text(self) -> str:
+        if self.task is None:
+            return "(call reset() first)\n"
+        state = "over" if self._done else f"turn {self.turn}/{self.max_turns}"
+        return f"Sudoku {self._n}x{self._n} · {state} · {self._empty} empty\n{self._board_text()}\n"
+
+    # ----- helpers -----
+
+    def _board_text(self) -> str:
+        return grid.draw(self._chars, self._n)
+
+    def _conflict(self, i: int, digit: int) -> str:
+        where = grid.cell_name(self._n, i)
+        for kind, unit in enumerate(self._geo.units[i]):
+            for j in unit:
+                if j != i and self.board[j] == digit:
+                    other = grid.cell_name(self._n, j)
+                    return f"{digit} at {where} conflicts with the {digit} at {other} (same {self._geo.unit_name(kind)})"
+        raise AssertionError("unreachable: a masked-out digit is always in a peer cell")
+
+    def _potential(self) -> float:
+        return 1.0 if self._correct == self._blank_count else self._correct / self._blank_count
+
+    def _shaped(self, before: float) -> float:
+        return self._potential() - before if self.reward_mode == "dense" else 0.0
+
+    def _verification(self, by: str, reason: str) -> dict[str, Any]:
+        return {"by": by, "reason": reason, "correct": self._correct, "blanks": self._blank_count}
+
+    def _end(self, messages: list, ok: bool, by: str, reason: str, before: float, errors: list[str]) -> Outcome:
+        """Finish the episode: the verdict message, the terminal reward and the verification."""
+        if ok:
+            self._correct = self._blank_count
+        reward = self._shaped(before) if self.reward_mode == "dense" else float(ok)
+        verdict = "Solved!" if ok else f"Not solved: {reason}."
+        messages.append(user(f"{verdict} The episode is over.\n{self._board_text()}"))
+        return Outcome(
+            messages=messages,
+            reward=reward,
+            terminated=True,
+            success=ok,
+            verification=self._verification(by, reason),
+            error="; ".join(errors) or None,
+        )
+
+
+@lru_cache(maxsize=None)
+def _system_prompt(n: int) -> str:
+    """The rules and both action formats for an ``n x n`` board (cached: one string per size)."""
+    br, bc = BOX_SHAPES[n]
+    example = grid.format_board([0] * (n * n), n).replace(".", "d")
+    call = '<tool_call>{"name": "place", "arguments": {"row": 1, "col": 2, "digit": 3}}</tool_call>'
+    return (
+        f"You are solving a {n}x{n} Sudoku. Fill every empty cell ('.') with a digit 1-{n} so that each row, "
+        f"each column and each {br}x{bc} box (outlined by the box lines) contains every digit 1-{n} exactly "
+        f"once. Given digits cannot be changed. Rows are numbered 1-{n} from the top, columns 1-{n} from the "
+        "left.\n\n"
+        "You can act in two ways.\n"
+        "1. Place digits with the place tool, one call per cell, as many calls per turn as you like. They are "
+        "applied in order and the board is shown after each turn. Illegal moves (off the board, on a given "
+        f"cell, a digit outside 1-{n}, or a digit already in the same row, column or box) are rejected with a "
+        "reason and leave the board unchanged. You may overwrite a digit you placed earlier. Write each call "
+        f"as\n{call}\nFilling the last empty cell solves the puzzle.\n"
+        "2. Give the whole solved grid at once after <answer>, one row per line (spaces, |, - and + are "
+        "ignored, so you may copy the board and fill it in), for example\n"
+        f"<answer>\n{example}\n</answer>\n"
+        "with each d a digit. An answer grid ends the episode; it scores only if it is the solution."
+    )
