@@ -133,3 +133,15 @@ def test_model_policy_rejects_text_observations_and_bad_models():
 def test_every_policy_follows_the_protocol():
     env = gym.make(ENV_ID)
     assert all(isinstance(p, Policy) for p in (RandomPolicy(0), OraclePolicy(env), ModelPolicy(EchoModel())))
+
+
+def test_tools_are_read_from_vector_infos_and_single_infos_too():
+    venv = gym.vector.SyncVectorEnv([CountdownEnv] * 2)
+    obs, infos = venv.reset(seed=0)  # a Gymnasium vector info: arrays plus "_tools" masks
+    policy = RandomPolicy(seed=0, p_tool=1.0)
+    actions = policy.act(obs, infos).actions
+    assert all(parse_turn(a).tool_calls[0].name == "check" for a in actions)
+    env = CountdownEnv()
+    obs, info = env.reset(seed=0)
+    single = RandomPolicy(seed=0, p_tool=1.0)
+    assert parse_turn(single.act([obs], info).actions[0]).tool_calls[0].name == "check"

@@ -26,7 +26,7 @@ class PolicyOutput:
 @runtime_checkable
 class Policy(Protocol):
     def act(self, observations: Sequence[Any], infos: Sequence[dict[str, Any]] | None = None) -> PolicyOutput:
-        """Return one action per observation."""
+        """Return one action per observation (``infos[i]`` is slot ``i``'s latest info)."""
         ...
 
 
@@ -40,7 +40,18 @@ class SlotTools:
     def __init__(self) -> None:
         self._tools: dict[int, list[dict[str, Any]]] = {}
 
-    def update(self, infos: Sequence[dict[str, Any]] | None) -> None:
+    def update(self, infos: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None) -> None:
+        """Remember the tools of every slot whose info has them.
+
+        ``infos`` is one info per slot (as ``collect`` passes them), or a Gymnasium vector info
+        (arrays with ``_tools`` masks) straight from ``venv.reset``/``venv.step``.
+        """
+        if isinstance(infos, Mapping):
+            tools, mask = infos.get("tools"), infos.get("_tools")
+            if tools is not None and mask is not None:
+                infos = [{"tools": t} if on else {} for t, on in zip(tools, mask)]
+            else:
+                infos = [infos]  # a single env's info
         for i, info in enumerate(infos or ()):
             if info and info.get("tools") is not None:
                 self._tools[i] = [thaw(t) for t in info["tools"] if isinstance(t, Mapping)]
