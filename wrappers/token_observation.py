@@ -102,6 +102,7 @@ class TokenObservation(gym.Wrapper):
         added = getattr(tokenizer, "added_tokens_decoder", {})
         self._special_ids = {int(i) for i in tokenizer.all_special_ids} | {int(i) for i, t in added.items() if t.special}
         self._tools: list[dict[str, Any]] | None = None
+        self._probe()
         self._rendered = ""  # the template's rendering of the conversation so far
         self._conversation: tuple = ()
         # The context as appended chunks: policy turns (sampled ids) and env text, in order.
@@ -235,6 +236,27 @@ class TokenObservation(gym.Wrapper):
             tokenize=False,
             add_generation_prompt=generation_prompt,
         )
+
+    def _probe(self) -> None:
+        """Fail at construction for a template that rewrites past turns (the per-step checks only
+        see what an episode's messages trigger, e.g. a ``<think>`` block the policy has not yet
+        written). Templates that cannot render this generic exchange are left to those checks."""
+        from jinja2.exceptions import TemplateError as JinjaError
+
+        talk = (
+            {"role": "user", "content": "Hi."},
+            {"role": "assistant", "content": "<think>Plan.</think>Hello."},
+            {"role": "user", "content": "Go on."},
+        )
+        try:
+            steps = [self._render(talk[:1], True), self._render(talk[:2], False), self._render(talk, True)]
+        except JinjaError:
+            return
+        if not (steps[1].startswith(steps[0]) and steps[2].startswith(steps[1])):
+            raise TemplateError(
+                "the chat template is not prefix-preserving: a later message changes how an earlier turn "
+                "renders (here an assistant turn with a <think> block followed by a user turn); " + _FIX
+            )
 
     def _closing(self, previous: tuple) -> str:
         """The text that ends an assistant turn after its content (``<|im_end|>\n`` for ChatML).

@@ -136,16 +136,24 @@ def test_malformed_sampled_ids_are_kept_verbatim(data):
 
 def test_non_prefix_preserving_template_is_named_with_the_fix():
     tok = tokenizer("think")
-    env = TokenObservation(LadderEnv(), tok)
-    env.reset(seed=0)
-    thinking = tok.encode("<think>plan</think>Hello", add_special_tokens=False) + [tok.eos_token_id]
     with pytest.raises(TemplateError, match="prefix-preserving.*chat_template="):
-        env.step(thinking)
+        TokenObservation(LadderEnv(), tok)  # found at construction by a probe
     # The fix the error names: a template that keeps past turns verbatim.
+    thinking = tok.encode("<think>plan</think>Hello", add_special_tokens=False) + [tok.eos_token_id]
     env = TokenObservation(LadderEnv(), tok, chat_template=CHATML_TEMPLATE)
     env.reset(seed=0)
     _, _, _, _, info = env.step(thinking)
     assert env.unwrapped.conversation[-2]["content"] == "<think>plan</think>Hello"
+
+
+def test_per_step_check_catches_what_the_probe_cannot_see(monkeypatch):
+    tok = tokenizer("think")
+    monkeypatch.setattr(TokenObservation, "_probe", lambda self: None)
+    env = TokenObservation(LadderEnv(), tok)
+    env.reset(seed=0)
+    env.step(tok.encode("no thinking", add_special_tokens=False) + [tok.eos_token_id])  # fine so far
+    with pytest.raises(TemplateError, match="prefix-preserving.*chat_template="):
+        env.step(tok.encode("<think>plan</think>Hello", add_special_tokens=False) + [tok.eos_token_id])
 
 
 def test_template_that_rewrites_the_assistant_turn_is_rejected():
