@@ -6,6 +6,7 @@ rows directly, so the ground truth names every row a request covers, however man
 
 from __future__ import annotations
 
+import bisect
 import functools
 from collections import defaultdict
 from dataclasses import dataclass
@@ -47,7 +48,10 @@ class Facts:
         for e in self.events:
             self.events_by_day[e["event_start"][:10]].append(e)
         self.visits = rows["analytics"]
-        self.visit_days = sorted({v["date_of_visit"] for v in self.visits})
+        self.visits_by_day: dict[str, list[dict]] = defaultdict(list)
+        for v in self.visits:
+            self.visits_by_day[v["date_of_visit"]].append(v)
+        self.visit_days = sorted(self.visits_by_day)
         self.tasks = [t for t in rows["project_tasks"] if t["assigned_to_email"] in self.by_email]
         self.customers = [c for c in rows["customers"] if c["assigned_to_email"] in self.by_email]
 
@@ -83,7 +87,8 @@ class Facts:
     # ----- analytics -----
 
     def visits_between(self, lo: str, hi: str, source: str | None = None) -> list[dict]:
-        return [v for v in self.visits if lo <= v["date_of_visit"] <= hi and (source is None or v["traffic_source"] == source)]
+        days = self.visit_days[bisect.bisect_left(self.visit_days, lo) : bisect.bisect_right(self.visit_days, hi)]
+        return [v for d in days for v in self.visits_by_day[d] if source is None or v["traffic_source"] == source]
 
     def date_range(self, rng: np.random.Generator, min_days: int = 3, max_days: int = 21) -> tuple[str, str]:
         days = self.visit_days
