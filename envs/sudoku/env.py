@@ -261,24 +261,33 @@ class SudokuEnv(TextEnv):
         return False, self._verification("truncation", f"the turn limit was reached with {self._empty} empty cells")
 
     def oracle_action(self, *, place: int = 0) -> str:
-        """The full solution after ``<answer>``; or, with ``place=k``, ``place`` calls for k cells.
+        """The full solution after ``<answer>``; or, with ``place=k``, ``place`` calls for up to k cells.
 
-        The calls fix the first ``k`` non-given cells (row-major) that differ from the solution,
-        so a policy that sends ``oracle_action(place=1)`` every turn fills the board move by move.
+        The calls first correct wrong digits, then fill blanks, taking only cells whose solution
+        digit is legal on the current board (so every call succeeds, in order). When no cell
+        qualifies (solved, or wrong digits block each other) it answers the grid instead. A
+        policy that sends ``oracle_action(place=1)`` every turn solves the board move by move.
         Works at any time after reset, also once the episode has ended.
         """
         if self.task is None:
             raise ResetNeeded("call reset() before oracle_action()")
-        todo = [i for i, (b, s) in enumerate(zip(self.board, self.solution)) if b != s][: max(place, 0)]
-        if not todo:
+        todo = sorted((not b, i) for i, (b, s) in enumerate(zip(self.board, self.solution)) if b != s)
+        cells = [i for _, i in todo if self._placeable(i)][: max(place, 0)]
+        if not cells:
             return f"<answer>\n{grid.format_board(self.solution, self._n)}\n</answer>"
         n = self._n
         return "".join(
             '<tool_call>{"name": "place", "arguments": '
             + json.dumps({"row": i // n + 1, "col": i % n + 1, "digit": self.solution[i]})
             + "}</tool_call>"
-            for i in todo
+            for i in cells
         )
+
+    def _placeable(self, i: int) -> bool:
+        """Whether the solution digit of cell ``i`` is legal now (the board never holds a conflict,
+        so the cell's own digit is in no peer and may be added back to its candidates)."""
+        own = 1 << (self.board[i] - 1) if self.board[i] else 0
+        return bool((self._masks.candidates(i) | own) & (1 << (self.solution[i] - 1)))
 
     def render_text(self) -> str:
         if self.task is None:
