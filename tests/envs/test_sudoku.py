@@ -6,13 +6,12 @@ import sys
 from pathlib import Path
 
 import gymnasium as gym
-import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import textgym
+import textgym  # noqa: F401  (registers the ids)
 from textgym.envs.sudoku import BLANKS, SudokuEnv
 from textgym.envs.sudoku.grid import format_board, from_string
 from textgym.envs.sudoku.solver import BOX_SHAPES
