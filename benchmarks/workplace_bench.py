@@ -70,7 +70,9 @@ def bench_latency(n: int) -> dict[str, np.ndarray]:
 
     actions = {
         "step: get by id": call("calendar_get_event_information_by_id", event_id="00000005"),
-        "step: update": call("project_management_update_task", task_id="00000007", field="list_name", new_value="In Review"),
+        "step: update": call(
+            "project_management_update_task", task_id="00000007", field="list_name", new_value="In Review"
+        ),
         "step: send email": call("email_send_email", recipient="raj@atlas.com", subject="Hi", body="See you soon."),
         "step: search (paged)": call("email_search_emails", query="report", page_size=10),
     }
@@ -83,7 +85,9 @@ def bench_latency(n: int) -> dict[str, np.ndarray]:
         env.reset(seed=0)
         results[label] = timed(lambda i: env.step(action), n, setup=fresh)
     get = {"event_id": "00000005"}
-    results["tool call only: get by id"] = timed(lambda i: env.tools.call("calendar_get_event_information_by_id", get), n)
+    results["tool call only: get by id"] = timed(
+        lambda i: env.tools.call("calendar_get_event_information_by_id", get), n
+    )
 
     def solved(i):
         env.reset(seed=i)
@@ -127,7 +131,9 @@ def bench_pandas(n: int) -> dict[str, np.ndarray]:
         tables = load(0)
         events = tables["calendar"]
         out = {"pandas baseline: reset (reload CSVs)": timed(load, max(20, n // 20))}
-        out["pandas baseline: get by id"] = timed(lambda i: events[events["event_id"] == "00000005"].iloc[0].to_dict(), n)
+        out["pandas baseline: get by id"] = timed(
+            lambda i: events[events["event_id"] == "00000005"].iloc[0].to_dict(), n
+        )
         gc.collect()
         before = rss_bytes()
         held = [load(i) for i in range(50)]

@@ -126,7 +126,9 @@ class WorkplaceEnv(TextEnv):
     def respond(self, turn: ParsedTurn) -> Outcome:
         if not turn.tool_calls:
             success, verification = self.verify()
-            verdict = "The request was fulfilled." if success else f"The request was not fulfilled: {verification['reason']}."
+            verdict = (
+                "The request was fulfilled." if success else f"The request was not fulfilled: {verification['reason']}."
+            )
             return Outcome(
                 messages=[user(verdict + " The episode is over.")],
                 reward=float(success),
@@ -179,6 +181,9 @@ class WorkplaceEnv(TextEnv):
         if self.task is None:
             raise ResetNeeded("call reset() before oracle_action()")
         if self.task.answer and not self._oracle_done and not self._done:
-            calls = [{"type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}} for c in self.task.answer]
+            calls = [
+                {"type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+                for c in self.task.answer
+            ]
             return {"role": "assistant", "content": "", "tool_calls": calls}
         return "Done: the request has been handled."

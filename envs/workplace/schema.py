@@ -81,9 +81,7 @@ class Table:
 
     def ddl(self) -> str:
         sql_type = {"int": "INTEGER", "number": "REAL", "bool": "INTEGER"}
-        cols = [
-            f'"{c}" {sql_type.get(k, "TEXT")}' + (" PRIMARY KEY" if k == "id" else "") for c, k in self.columns
-        ]
+        cols = [f'"{c}" {sql_type.get(k, "TEXT")}' + (" PRIMARY KEY" if k == "id" else "") for c, k in self.columns]
         return f'CREATE TABLE "{self.name}" ({", ".join(cols)})'
 
 

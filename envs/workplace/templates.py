@@ -60,8 +60,20 @@ OUTGOING = (
     ("Offsite agenda", "Here is the draft agenda for the offsite."),
     ("Status update", "Please send me a short status update by end of day."),
 )
-REPLIES = ("Thanks, I will take a look.", "Received, thank you.", "Noted, I will get back to you soon.", "Thanks for the update.")
-EVENT_NAMES = ("Project kickoff", "Budget sync", "Design review", "Roadmap planning", "Customer check-in", "Hiring debrief")
+REPLIES = (
+    "Thanks, I will take a look.",
+    "Received, thank you.",
+    "Noted, I will get back to you soon.",
+    "Thanks for the update.",
+)
+EVENT_NAMES = (
+    "Project kickoff",
+    "Budget sync",
+    "Design review",
+    "Roadmap planning",
+    "Customer check-in",
+    "Hiring debrief",
+)
 VALUE_LABELS = {
     "total_visits": "total visits",
     "session_duration_seconds": "session duration",
@@ -121,7 +133,9 @@ def reply_latest(f: Facts, rng):
     if not mails:
         return None
     body = pick(rng, REPLIES)
-    return {"name": p.name, "first": p.first, "body": body}, [call("email_reply_email", email_id=mails[-1]["email_id"], body=body)]
+    return {"name": p.name, "first": p.first, "body": body}, [
+        call("email_reply_email", email_id=mails[-1]["email_id"], body=body)
+    ]
 
 
 @template(
@@ -134,7 +148,9 @@ def forward_latest_subject(f: Facts, rng):
     subject = pick(rng, f.inbox)["subject"]
     latest = max((m for m in f.inbox if m["subject"] == subject), key=lambda m: (m["sent_datetime"], m["email_id"]))
     p = f.person(rng, exclude=(latest["sender"],))
-    return {"subject": subject, "name": p.name, "first": p.first}, [call("email_forward_email", email_id=latest["email_id"], recipient=p.email)]
+    return {"subject": subject, "name": p.name, "first": p.first}, [
+        call("email_forward_email", email_id=latest["email_id"], recipient=p.email)
+    ]
 
 
 @template(
@@ -147,7 +163,9 @@ def delete_from_subject(f: Facts, rng):
     m = pick(rng, f.inbox)
     hits = [x for x in f.inbox_by_sender[m["sender"]] if x["subject"] == m["subject"]]
     p = f.by_email[m["sender"]]
-    return {"name": p.name, "first": p.first, "subject": m["subject"]}, [call("email_delete_email", email_id=x["email_id"]) for x in hits]
+    return {"name": p.name, "first": p.first, "subject": m["subject"]}, [
+        call("email_delete_email", email_id=x["email_id"]) for x in hits
+    ]
 
 
 @template(
@@ -194,7 +212,9 @@ def reply_since(f: Facts, rng):
     day = mails[-k]["sent_datetime"][:10]
     hits = [m for m in mails if m["sent_datetime"][:10] >= day]
     body = pick(rng, REPLIES)
-    return {"name": p.name, "first": p.first, "date": day, "body": body}, [call("email_reply_email", email_id=m["email_id"], body=body) for m in hits]
+    return {"name": p.name, "first": p.first, "date": day, "body": body}, [
+        call("email_reply_email", email_id=m["email_id"], body=body) for m in hits
+    ]
 
 
 @template(
@@ -239,7 +259,9 @@ def create_event(f: Facts, rng):
     start = f"{day} {hour:02d}:{pick(rng, ('00', '30'))}:00"
     event = pick(rng, EVENT_NAMES)
     params = {"name": p.name, "first": p.first, "date": day, "time": start[11:16], "duration": duration, "event": event}
-    return params, [call("calendar_create_event", event_name=event, participant_email=p.email, event_start=start, duration=duration)]
+    return params, [
+        call("calendar_create_event", event_name=event, participant_email=p.email, event_start=start, duration=duration)
+    ]
 
 
 @template(
@@ -285,7 +307,13 @@ def reschedule_event(f: Facts, rng):
     if new_start == e["event_start"]:
         return None
     p = f.by_email[e["participant_email"]]
-    params = {"event": e["event_name"], "name": p.name, "first": p.first, "date": e["event_start"][:10], "new_time": new_start[11:16]}
+    params = {
+        "event": e["event_name"],
+        "name": p.name,
+        "first": p.first,
+        "date": e["event_start"][:10],
+        "new_time": new_start[11:16],
+    }
     return params, [call("calendar_update_event", event_id=e["event_id"], field="event_start", new_value=new_start)]
 
 
@@ -301,7 +329,13 @@ def change_duration(f: Facts, rng):
         return None
     duration = int(pick(rng, [d for d in (15, 30, 45, 60, 120) if d != int(e["duration"])]))
     p = f.by_email[e["participant_email"]]
-    params = {"event": e["event_name"], "name": p.name, "first": p.first, "date": e["event_start"][:10], "duration": duration}
+    params = {
+        "event": e["event_name"],
+        "name": p.name,
+        "first": p.first,
+        "date": e["event_start"][:10],
+        "duration": duration,
+    }
     return params, [call("calendar_update_event", event_id=e["event_id"], field="duration", new_value=str(duration))]
 
 
@@ -317,7 +351,13 @@ def rename_event(f: Facts, rng):
         return None
     new_name = pick(rng, [n for n in EVENT_NAMES if n != e["event_name"]])
     p = f.by_email[e["participant_email"]]
-    params = {"event": e["event_name"], "name": p.name, "first": p.first, "date": e["event_start"][:10], "new_name": new_name}
+    params = {
+        "event": e["event_name"],
+        "name": p.name,
+        "first": p.first,
+        "date": e["event_start"][:10],
+        "new_name": new_name,
+    }
     return params, [call("calendar_update_event", event_id=e["event_id"], field="event_name", new_value=new_name)]
 
 
@@ -332,7 +372,14 @@ def swap_participant(f: Facts, rng):
     if e is None:
         return None
     p, q = f.by_email[e["participant_email"]], f.person(rng, exclude=(e["participant_email"],))
-    params = {"event": e["event_name"], "date": e["event_start"][:10], "name": p.name, "first": p.first, "other": q.name, "other_first": q.first}
+    params = {
+        "event": e["event_name"],
+        "date": e["event_start"][:10],
+        "name": p.name,
+        "first": p.first,
+        "other": q.name,
+        "other_first": q.first,
+    }
     return params, [call("calendar_update_event", event_id=e["event_id"], field="participant_email", new_value=q.email)]
 
 
@@ -351,7 +398,15 @@ def first_free_slot(f: Facts, rng):
     p = f.person(rng)
     event = pick(rng, EVENT_NAMES)
     params = {"name": p.name, "first": p.first, "date": day, "duration": duration, "event": event}
-    return params, [call("calendar_create_event", event_name=event, participant_email=p.email, event_start=S.fmt_datetime(slot), duration=duration)]
+    return params, [
+        call(
+            "calendar_create_event",
+            event_name=event,
+            participant_email=p.email,
+            event_start=S.fmt_datetime(slot),
+            duration=duration,
+        )
+    ]
 
 
 @template(
@@ -364,9 +419,15 @@ def cancel_series(f: Facts, rng):
     if not f.future_events:
         return None
     e = pick(rng, f.future_events)
-    hits = [x for x in f.future_events if x["event_name"] == e["event_name"] and x["participant_email"] == e["participant_email"]]
+    hits = [
+        x
+        for x in f.future_events
+        if x["event_name"] == e["event_name"] and x["participant_email"] == e["participant_email"]
+    ]
     p = f.by_email[e["participant_email"]]
-    return {"event": e["event_name"], "name": p.name, "first": p.first}, [call("calendar_delete_event", event_id=x["event_id"]) for x in hits]
+    return {"event": e["event_name"], "name": p.name, "first": p.first}, [
+        call("calendar_delete_event", event_id=x["event_id"]) for x in hits
+    ]
 
 
 @template(
@@ -414,7 +475,9 @@ def plot_many(f: Facts, rng):
     kind = pick(rng, S.PLOT_TYPES)
     labels = [VALUE_LABELS[v] for v in values]
     params = {"plot_type": kind, "labels": ", ".join(labels[:-1]) + " and " + labels[-1], "start": lo, "end": hi}
-    return params, [call("analytics_create_plot", time_min=lo, time_max=hi, value_to_plot=v, plot_type=kind) for v in values]
+    return params, [
+        call("analytics_create_plot", time_min=lo, time_max=hi, value_to_plot=v, plot_type=kind) for v in values
+    ]
 
 
 @template(
@@ -426,7 +489,9 @@ def plot_many(f: Facts, rng):
 def plot_sources(f: Facts, rng):
     lo, hi = f.date_range(rng)
     values = [v for v in S.PLOT_VALUES if v.startswith("visits_")]
-    return {"start": lo, "end": hi}, [call("analytics_create_plot", time_min=lo, time_max=hi, value_to_plot=v, plot_type="bar") for v in values]
+    return {"start": lo, "end": hi}, [
+        call("analytics_create_plot", time_min=lo, time_max=hi, value_to_plot=v, plot_type="bar") for v in values
+    ]
 
 
 @template(
@@ -441,7 +506,9 @@ def plot_top_source(f: Facts, rng):
     if counts[0][0] == counts[1][0]:
         return None
     value = "visits_" + counts[0][1].replace(" ", "_")
-    return {"start": lo, "end": hi}, [call("analytics_create_plot", time_min=lo, time_max=hi, value_to_plot=value, plot_type="line")]
+    return {"start": lo, "end": hi}, [
+        call("analytics_create_plot", time_min=lo, time_max=hi, value_to_plot=value, plot_type="line")
+    ]
 
 
 @template(
@@ -456,7 +523,9 @@ def plot_if_long_sessions(f: Facts, rng):
     avg = sum(v["session_duration_seconds"] for v in visits) / len(visits)
     threshold = int(round(avg)) + int(pick(rng, (-60, -30, 30, 60)))
     value, kind = ("session_duration_seconds", "line") if avg > threshold else ("user_engaged", "bar")
-    return {"start": lo, "end": hi, "threshold": threshold}, [call("analytics_create_plot", time_min=lo, time_max=hi, value_to_plot=value, plot_type=kind)]
+    return {"start": lo, "end": hi, "threshold": threshold}, [
+        call("analytics_create_plot", time_min=lo, time_max=hi, value_to_plot=value, plot_type=kind)
+    ]
 
 
 def _weeks(rng) -> tuple[tuple[str, str], tuple[str, str]]:
@@ -476,7 +545,9 @@ def plot_if_growth(f: Facts, rng):
     (a0, a1), (b0, b1) = _weeks(rng)
     grew = len(f.visits_between(b0, b1)) > len(f.visits_between(a0, a1))
     value, kind = ("total_visits", "line") if grew else ("user_engaged", "bar")
-    return {"a0": a0, "a1": a1, "b0": b0, "b1": b1}, [call("analytics_create_plot", time_min=a0, time_max=b1, value_to_plot=value, plot_type=kind)]
+    return {"a0": a0, "a1": a1, "b0": b0, "b1": b1}, [
+        call("analytics_create_plot", time_min=a0, time_max=b1, value_to_plot=value, plot_type=kind)
+    ]
 
 
 @template(
@@ -490,4 +561,3 @@ def noop_plot(f: Facts, rng):
     day = pick(rng, f.visit_days)
     threshold = len(f.visits_between(day, day)) + int(rng.integers(0, 10))
     return {"day": day, "threshold": threshold}, []
-

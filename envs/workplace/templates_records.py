@@ -15,7 +15,14 @@ from textgym.envs.workplace.templates import MAX_CALLS, REPLIES, Template, colle
 TEMPLATES: list[Template] = []
 template = collector(TEMPLATES)
 
-NEW_TASKS = ("Prepare Q1 roadmap", "Audit access rights", "Write release notes", "Migrate CI pipeline", "Update privacy policy", "Plan user interviews")
+NEW_TASKS = (
+    "Prepare Q1 roadmap",
+    "Audit access rights",
+    "Write release notes",
+    "Migrate CI pipeline",
+    "Update privacy policy",
+    "Plan user interviews",
+)
 NEW_CUSTOMERS = (
     ("Morgan Blake", "morgan.blake@example.com", "555-201-3344"),
     ("Ellis Turner", "ellis.turner@northwind.io", "555-410-2290"),
@@ -36,7 +43,9 @@ def _customer(f: Facts, rng) -> dict | None:
 
 
 def _open_tasks(f: Facts, email: str, board: str) -> list[dict]:
-    return [t for t in f.tasks if t["assigned_to_email"] == email and t["board"] == board and t["list_name"] != "Completed"]
+    return [
+        t for t in f.tasks if t["assigned_to_email"] == email and t["board"] == board and t["list_name"] != "Completed"
+    ]
 
 
 # ----- project management -----
@@ -53,7 +62,16 @@ def create_task(f: Facts, rng):
     task, board, list_name = pick(rng, NEW_TASKS), pick(rng, S.BOARDS), pick(rng, ("Backlog", "In Progress"))
     due = future_weekday(rng, within=40)
     params = {"task": task, "name": p.name, "first": p.first, "board": board, "list_name": list_name, "due": due}
-    return params, [call("project_management_create_task", task_name=task, assigned_to_email=p.email, list_name=list_name, due_date=due, board=board)]
+    return params, [
+        call(
+            "project_management_create_task",
+            task_name=task,
+            assigned_to_email=p.email,
+            list_name=list_name,
+            due_date=due,
+            board=board,
+        )
+    ]
 
 
 @template(
@@ -67,7 +85,9 @@ def move_task(f: Facts, rng):
     if t is None:
         return None
     target = pick(rng, [n for n in S.LIST_NAMES if n != t["list_name"]])
-    return {"task": t["task_name"], "list_name": target}, [call("project_management_update_task", task_id=t["task_id"], field="list_name", new_value=target)]
+    return {"task": t["task_name"], "list_name": target}, [
+        call("project_management_update_task", task_id=t["task_id"], field="list_name", new_value=target)
+    ]
 
 
 @template(
@@ -99,7 +119,9 @@ def change_due(f: Facts, rng):
     due = future_weekday(rng, within=40)
     if due == t["due_date"]:
         return None
-    return {"task": t["task_name"], "due": due}, [call("project_management_update_task", task_id=t["task_id"], field="due_date", new_value=due)]
+    return {"task": t["task_name"], "due": due}, [
+        call("project_management_update_task", task_id=t["task_id"], field="due_date", new_value=due)
+    ]
 
 
 @template(
@@ -125,10 +147,17 @@ def complete_reviews(f: Facts, rng):
     t = pick(rng, [x for x in f.tasks if x["list_name"] == "In Review"] or [None])
     if t is None:
         return None
-    hits = [x for x in f.tasks if x["assigned_to_email"] == t["assigned_to_email"] and x["board"] == t["board"] and x["list_name"] == "In Review"]
+    hits = [
+        x
+        for x in f.tasks
+        if x["assigned_to_email"] == t["assigned_to_email"]
+        and x["board"] == t["board"]
+        and x["list_name"] == "In Review"
+    ]
     p = f.by_email[t["assigned_to_email"]]
     return {"name": p.name, "first": p.first, "board": t["board"]}, [
-        call("project_management_update_task", task_id=x["task_id"], field="list_name", new_value="Completed") for x in hits
+        call("project_management_update_task", task_id=x["task_id"], field="list_name", new_value="Completed")
+        for x in hits
     ]
 
 
@@ -146,7 +175,10 @@ def hand_over_tasks(f: Facts, rng):
         return None
     q = f.person(rng, exclude=(p.email,))
     params = {"name": p.name, "first": p.first, "board": board, "other": q.name, "other_first": q.first}
-    return params, [call("project_management_update_task", task_id=x["task_id"], field="assigned_to_email", new_value=q.email) for x in hits]
+    return params, [
+        call("project_management_update_task", task_id=x["task_id"], field="assigned_to_email", new_value=q.email)
+        for x in hits
+    ]
 
 
 @template(
@@ -160,10 +192,15 @@ def overdue_backlog(f: Facts, rng):
     if t is None:
         return None
     today = S.TODAY.isoformat()
-    hits = [x for x in f.tasks if x["assigned_to_email"] == t["assigned_to_email"] and x["list_name"] == "Backlog" and x["due_date"] < today]
+    hits = [
+        x
+        for x in f.tasks
+        if x["assigned_to_email"] == t["assigned_to_email"] and x["list_name"] == "Backlog" and x["due_date"] < today
+    ]
     p = f.by_email[t["assigned_to_email"]]
     return {"name": p.name, "first": p.first}, [
-        call("project_management_update_task", task_id=x["task_id"], field="list_name", new_value="In Progress") for x in hits
+        call("project_management_update_task", task_id=x["task_id"], field="list_name", new_value="In Progress")
+        for x in hits
     ]
 
 
@@ -177,7 +214,17 @@ def create_tasks_many(f: Facts, rng):
     people = f.people_sample(rng, int(rng.integers(2, 4)))
     task, board, due = pick(rng, NEW_TASKS), pick(rng, S.BOARDS), future_weekday(rng, within=40)
     names = [p.name for p in people]
-    calls = [call("project_management_create_task", task_name=task, assigned_to_email=p.email, list_name="Backlog", due_date=due, board=board) for p in people]
+    calls = [
+        call(
+            "project_management_create_task",
+            task_name=task,
+            assigned_to_email=p.email,
+            list_name="Backlog",
+            due_date=due,
+            board=board,
+        )
+        for p in people
+    ]
     return {"task": task, "board": board, "due": due, "names": ", ".join(names[:-1]) + " and " + names[-1]}, calls
 
 
@@ -190,7 +237,9 @@ def create_tasks_many(f: Facts, rng):
 )
 def noop_reviews(f: Facts, rng):
     p, board = f.person(rng), pick(rng, S.BOARDS)
-    if any(x["assigned_to_email"] == p.email and x["board"] == board and x["list_name"] == "In Review" for x in f.tasks):
+    if any(
+        x["assigned_to_email"] == p.email and x["board"] == board and x["list_name"] == "In Review" for x in f.tasks
+    ):
         return None
     return {"name": p.name, "first": p.first, "board": board}, []
 
@@ -207,7 +256,15 @@ def noop_reviews(f: Facts, rng):
 def add_customer(f: Facts, rng):
     customer, email, phone = pick(rng, NEW_CUSTOMERS)
     p, status, product = f.person(rng), pick(rng, ("Lead", "Qualified")), pick(rng, S.PRODUCTS)
-    params = {"customer": customer, "email": email, "phone": phone, "status": status, "product": product, "name": p.name, "first": p.first}
+    params = {
+        "customer": customer,
+        "email": email,
+        "phone": phone,
+        "status": status,
+        "product": product,
+        "name": p.name,
+        "first": p.first,
+    }
     return params, [
         call(
             "customer_relationship_manager_add_customer",
@@ -229,7 +286,12 @@ def _update_customer(field: str, choices, phrase_key: str):
         value = pick(rng, [v for v in choices(f, rng) if v != c[field]])
         shown = f.by_email[value].name if field == "assigned_to_email" else value
         return {"customer": c["customer_name"], phrase_key: shown}, [
-            call("customer_relationship_manager_update_customer", customer_id=c["customer_id"], field=field, new_value=value)
+            call(
+                "customer_relationship_manager_update_customer",
+                customer_id=c["customer_id"],
+                field=field,
+                new_value=value,
+            )
         ]
 
     return draw
@@ -267,7 +329,9 @@ def delete_customer(f: Facts, rng):
     c = _customer(f, rng)
     if c is None:
         return None
-    return {"customer": c["customer_name"]}, [call("customer_relationship_manager_delete_customer", customer_id=c["customer_id"])]
+    return {"customer": c["customer_name"]}, [
+        call("customer_relationship_manager_delete_customer", customer_id=c["customer_id"])
+    ]
 
 
 @template(
@@ -280,10 +344,22 @@ def qualify_leads(f: Facts, rng):
     c = pick(rng, [x for x in f.customers if x["status"] == "Lead"] or [None])
     if c is None:
         return None
-    hits = [x for x in f.customers if x["assigned_to_email"] == c["assigned_to_email"] and x["status"] == "Lead" and x["product_interest"] == c["product_interest"]]
+    hits = [
+        x
+        for x in f.customers
+        if x["assigned_to_email"] == c["assigned_to_email"]
+        and x["status"] == "Lead"
+        and x["product_interest"] == c["product_interest"]
+    ]
     p = f.by_email[c["assigned_to_email"]]
     return {"name": p.name, "first": p.first, "product": c["product_interest"]}, [
-        call("customer_relationship_manager_update_customer", customer_id=x["customer_id"], field="status", new_value="Qualified") for x in hits
+        call(
+            "customer_relationship_manager_update_customer",
+            customer_id=x["customer_id"],
+            field="status",
+            new_value="Qualified",
+        )
+        for x in hits
     ]
 
 
@@ -298,7 +374,9 @@ def delete_lost(f: Facts, rng):
     hits = [x for x in f.customers if x["assigned_to_email"] == p.email and x["status"] == "Lost"]
     if not hits:
         return None
-    return {"name": p.name, "first": p.first}, [call("customer_relationship_manager_delete_customer", customer_id=x["customer_id"]) for x in hits]
+    return {"name": p.name, "first": p.first}, [
+        call("customer_relationship_manager_delete_customer", customer_id=x["customer_id"]) for x in hits
+    ]
 
 
 @template(
@@ -314,7 +392,12 @@ def reassign_book(f: Facts, rng):
         return None
     q = f.person(rng, exclude=(p.email,))
     return {"name": p.name, "first": p.first, "other": q.name, "other_first": q.first}, [
-        call("customer_relationship_manager_update_customer", customer_id=x["customer_id"], field="assigned_to_email", new_value=q.email)
+        call(
+            "customer_relationship_manager_update_customer",
+            customer_id=x["customer_id"],
+            field="assigned_to_email",
+            new_value=q.email,
+        )
         for x in hits
     ]
 
@@ -328,7 +411,10 @@ def reassign_book(f: Facts, rng):
 )
 def noop_proposals(f: Facts, rng):
     p, product = f.person(rng), pick(rng, S.PRODUCTS)
-    if any(x["assigned_to_email"] == p.email and x["product_interest"] == product and x["status"] == "Proposal" for x in f.customers):
+    if any(
+        x["assigned_to_email"] == p.email and x["product_interest"] == product and x["status"] == "Proposal"
+        for x in f.customers
+    ):
         return None
     return {"name": p.name, "first": p.first, "product": product}, []
 
@@ -348,7 +434,9 @@ def email_account_owner(f: Facts, rng):
         return None
     body = pick(rng, ("Please reach out to them this week.", "Can you send me an update on this account?"))
     subject = f"Follow up: {c['customer_name']}"
-    return {"customer": c["customer_name"], "body": body}, [call("email_send_email", recipient=c["assigned_to_email"], subject=subject, body=body)]
+    return {"customer": c["customer_name"], "body": body}, [
+        call("email_send_email", recipient=c["assigned_to_email"], subject=subject, body=body)
+    ]
 
 
 @template(
@@ -364,7 +452,13 @@ def meet_task_owner(f: Facts, rng):
     hour = int(rng.integers(S.WORK_START_HOUR, S.WORK_END_HOUR - 1))
     start = at(tomorrow(), hour)
     return {"task": t["task_name"], "time": start[11:16]}, [
-        call("calendar_create_event", event_name=f"{t['task_name']} sync", participant_email=t["assigned_to_email"], event_start=start, duration=30)
+        call(
+            "calendar_create_event",
+            event_name=f"{t['task_name']} sync",
+            participant_email=t["assigned_to_email"],
+            event_start=start,
+            duration=30,
+        )
     ]
 
 
@@ -383,7 +477,11 @@ def cancel_day_notify(f: Facts, rng):
     calls = []
     for e in events:
         calls.append(call("calendar_delete_event", event_id=e["event_id"]))
-        calls.append(call("email_send_email", recipient=e["participant_email"], subject=f"Cancelled: {e['event_name']}", body=body))
+        calls.append(
+            call(
+                "email_send_email", recipient=e["participant_email"], subject=f"Cancelled: {e['event_name']}", body=body
+            )
+        )
     return {"date": day, "body": body}, calls
 
 
@@ -397,9 +495,18 @@ def complete_and_notify(f: Facts, rng):
     t = pick(rng, [x for x in f.tasks if x["list_name"] == "In Review"] or [None])
     if t is None:
         return None
-    hits = [x for x in f.tasks if x["assigned_to_email"] == t["assigned_to_email"] and x["board"] == t["board"] and x["list_name"] == "In Review"]
+    hits = [
+        x
+        for x in f.tasks
+        if x["assigned_to_email"] == t["assigned_to_email"]
+        and x["board"] == t["board"]
+        and x["list_name"] == "In Review"
+    ]
     p, body = f.by_email[t["assigned_to_email"]], "All your tasks in review are now marked completed."
-    calls = [call("project_management_update_task", task_id=x["task_id"], field="list_name", new_value="Completed") for x in hits]
+    calls = [
+        call("project_management_update_task", task_id=x["task_id"], field="list_name", new_value="Completed")
+        for x in hits
+    ]
     calls.append(call("email_send_email", recipient=p.email, subject="Reviews done", body=body))
     return {"name": p.name, "first": p.first, "board": t["board"], "body": body}, calls
 

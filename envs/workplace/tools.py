@@ -32,6 +32,17 @@ Moment = Annotated[str, Param(format="date-time", description="A date-time as YY
 Page = Annotated[int, Param(minimum=1, description="Page number of results to return, from 1.")]
 PageSize = Annotated[int, Param(minimum=1, maximum=100, description="Number of results per page (at most 100).")]
 Minutes = Annotated[int, Param(minimum=1, maximum=1440, description="Duration in minutes.")]
+CustomerField = Literal[
+    "customer_name",
+    "assigned_to_email",
+    "customer_email",
+    "customer_phone",
+    "last_contact_date",
+    "product_interest",
+    "status",
+    "notes",
+    "follow_up_by",
+]
 
 TOOL_NAMES: tuple[str, ...] = (
     "company_directory_find_email_address",
@@ -63,7 +74,9 @@ TOOL_NAMES: tuple[str, ...] = (
     "customer_relationship_manager_delete_customer",
 )
 WRITE_TOOLS = frozenset(
-    n for n in TOOL_NAMES if any(v in n for v in ("_send_", "_delete_", "_forward_", "_reply_", "_create_", "_update_", "_add_"))
+    n
+    for n in TOOL_NAMES
+    if any(v in n for v in ("_send_", "_delete_", "_forward_", "_reply_", "_create_", "_update_", "_add_"))
 )
 
 
@@ -116,7 +129,12 @@ def _text(value: str) -> str:
     return value
 
 
-EVENT_FIELDS = {"event_name": _text, "participant_email": _check_email, "event_start": canonical_datetime, "duration": _minutes}
+EVENT_FIELDS = {
+    "event_name": _text,
+    "participant_email": _check_email,
+    "event_start": canonical_datetime,
+    "duration": _minutes,
+}
 TASK_FIELDS = {
     "task_name": _text,
     "assigned_to_email": _check_email,
@@ -212,7 +230,9 @@ class WorkplaceTools:
         self._touch(table, key)
         return {"status": "updated", table.id_column: key, "field": field, "new_value": value}
 
-    def _page(self, table: S.Table, where: list[str], params: list[Any], order: str, page: int, page_size: int, label: str):
+    def _page(
+        self, table: S.Table, where: list[str], params: list[Any], order: str, page: int, page_size: int, label: str
+    ):
         cond = " WHERE " + " AND ".join(where) if where else ""
         cols = table.select_list
         # One scan: the window count sees every match before LIMIT cuts the page.
@@ -269,8 +289,19 @@ class WorkplaceTools:
     def email_get_email_information_by_id(
         self,
         email_id: str,
-        field: Literal["email_id", "inbox/outbox", "sender/recipient", "sender", "recipient", "subject", "sent_datetime", "body"]
-        | None = None,
+        field: (
+            Literal[
+                "email_id",
+                "inbox/outbox",
+                "sender/recipient",
+                "sender",
+                "recipient",
+                "subject",
+                "sent_datetime",
+                "body",
+            ]
+            | None
+        ) = None,
     ) -> dict[str, Any]:
         """Retrieves the details of an email by its ID: one field, or the whole email when field is omitted.
 
@@ -301,7 +332,9 @@ class WorkplaceTools:
         """
         where, params = [], []
         for word in query.split():
-            where.append("(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in ("subject", "body", "sender", "recipient")) + ")")
+            where.append(
+                "(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in ("subject", "body", "sender", "recipient")) + ")"
+            )
             params += [_like(word)] * 4
         if date_min:
             where.append("substr(sent_datetime, 1, 10) >= ?")
@@ -394,7 +427,9 @@ class WorkplaceTools:
             params.append(canonical_datetime(time_max))
         return self._page(S.CALENDAR, where, params, "event_start, event_id", page, page_size, "events")
 
-    def calendar_create_event(self, event_name: str, participant_email: Email, event_start: Moment, duration: Minutes) -> dict[str, Any]:
+    def calendar_create_event(
+        self, event_name: str, participant_email: Email, event_start: Moment, duration: Minutes
+    ) -> dict[str, Any]:
         """Creates a new event with one participant.
 
         Args:
@@ -407,7 +442,13 @@ class WorkplaceTools:
         start = canonical_datetime(event_start)
         self._insert(
             S.CALENDAR,
-            {"event_id": event_id, "event_name": _text(event_name), "participant_email": participant_email.strip(), "event_start": start, "duration": duration},
+            {
+                "event_id": event_id,
+                "event_name": _text(event_name),
+                "participant_email": participant_email.strip(),
+                "event_start": start,
+                "duration": duration,
+            },
         )
         return {"status": "created", "event_id": event_id}
 
@@ -420,7 +461,10 @@ class WorkplaceTools:
         return {"status": "deleted", "event_id": self._delete(S.CALENDAR, event_id)}
 
     def calendar_update_event(
-        self, event_id: str, field: Literal["event_name", "participant_email", "event_start", "duration"], new_value: str
+        self,
+        event_id: str,
+        field: Literal["event_name", "participant_email", "event_start", "duration"],
+        new_value: str,
     ) -> dict[str, Any]:
         """Updates one field of an event.
 
@@ -443,12 +487,15 @@ class WorkplaceTools:
             params.append(canonical_date(time_max))
         return (" WHERE " + " AND ".join(where) if where else ""), params
 
-    def _count_by_date(self, time_min: str | None, time_max: str | None, extra: str = "", params: tuple = ()) -> dict[str, Any]:
+    def _count_by_date(
+        self, time_min: str | None, time_max: str | None, extra: str = "", params: tuple = ()
+    ) -> dict[str, Any]:
         cond, args = self._range(time_min, time_max)
         if extra:
             cond = (cond + " AND " if cond else " WHERE ") + extra
         rows = self.db.execute(
-            f"SELECT date_of_visit, count(*) FROM analytics{cond} GROUP BY date_of_visit ORDER BY date_of_visit", [*args, *params]
+            f"SELECT date_of_visit, count(*) FROM analytics{cond} GROUP BY date_of_visit ORDER BY date_of_visit",
+            [*args, *params],
         ).fetchall()
         return {"total": sum(n for _, n in rows), "by_date": dict(rows)}
 
@@ -459,12 +506,16 @@ class WorkplaceTools:
             visitor_id: ID of the visitor.
         """
         cols = S.ANALYTICS.select_list
-        rows = self.db.execute(f"SELECT {cols} FROM analytics WHERE visitor_id = ? ORDER BY date_of_visit", (visitor_id.strip(),)).fetchall()
+        rows = self.db.execute(
+            f"SELECT {cols} FROM analytics WHERE visitor_id = ? ORDER BY date_of_visit", (visitor_id.strip(),)
+        ).fetchall()
         if not rows:
             raise ToolError(f"no visits by visitor {visitor_id!r}")
         return [dict(zip(S.ANALYTICS.names, r)) for r in rows]
 
-    def analytics_create_plot(self, time_min: Day, time_max: Day, value_to_plot: S.PlotValue, plot_type: S.PlotType) -> dict[str, Any]:
+    def analytics_create_plot(
+        self, time_min: Day, time_max: Day, value_to_plot: S.PlotValue, plot_type: S.PlotType
+    ) -> dict[str, Any]:
         """Plots an analytics value over a date range and saves the plot; returns its file path.
 
         Args:
@@ -509,13 +560,20 @@ class WorkplaceTools:
             traffic_source: Traffic source to count.
         """
         if traffic_source is not None:
-            return {"traffic_source": traffic_source, **self._count_by_date(time_min, time_max, "traffic_source = ?", (traffic_source,))}
+            return {
+                "traffic_source": traffic_source,
+                **self._count_by_date(time_min, time_max, "traffic_source = ?", (traffic_source,)),
+            }
         cond, args = self._range(time_min, time_max)
-        rows = self.db.execute(f"SELECT traffic_source, count(*) FROM analytics{cond} GROUP BY traffic_source", args).fetchall()
+        rows = self.db.execute(
+            f"SELECT traffic_source, count(*) FROM analytics{cond} GROUP BY traffic_source", args
+        ).fetchall()
         counts = dict.fromkeys(S.TRAFFIC_SOURCES, 0) | dict(rows)
         return {"by_source": counts, "total": sum(counts.values())}
 
-    def analytics_get_average_session_duration(self, time_min: Day | None = None, time_max: Day | None = None) -> dict[str, Any]:
+    def analytics_get_average_session_duration(
+        self, time_min: Day | None = None, time_max: Day | None = None
+    ) -> dict[str, Any]:
         """Returns the average session duration in seconds over a date range.
 
         Args:
@@ -523,13 +581,17 @@ class WorkplaceTools:
             time_max: End date of the range, YYYY-MM-DD (inclusive).
         """
         cond, args = self._range(time_min, time_max)
-        avg, n = self.db.execute(f"SELECT avg(session_duration_seconds), count(*) FROM analytics{cond}", args).fetchone()
+        avg, n = self.db.execute(
+            f"SELECT avg(session_duration_seconds), count(*) FROM analytics{cond}", args
+        ).fetchone()
         return {"average_session_duration_seconds": None if avg is None else round(avg, 2), "visits": n}
 
     # ----- project management -----
 
     def project_management_get_task_information_by_id(
-        self, task_id: str, field: Literal["task_id", "task_name", "assigned_to_email", "list_name", "due_date", "board"] | None = None
+        self,
+        task_id: str,
+        field: Literal["task_id", "task_name", "assigned_to_email", "list_name", "due_date", "board"] | None = None,
     ) -> dict[str, Any]:
         """Returns a task by its ID: one field, or the whole task when field is omitted.
 
@@ -608,7 +670,10 @@ class WorkplaceTools:
         return {"status": "deleted", "task_id": self._delete(S.PROJECT_TASKS, task_id)}
 
     def project_management_update_task(
-        self, task_id: str, field: Literal["task_name", "assigned_to_email", "list_name", "due_date", "board"], new_value: str
+        self,
+        task_id: str,
+        field: Literal["task_name", "assigned_to_email", "list_name", "due_date", "board"],
+        new_value: str,
     ) -> dict[str, Any]:
         """Updates one field of a task.
 
@@ -657,7 +722,11 @@ class WorkplaceTools:
         if customer_email:
             where.append("customer_email LIKE ? ESCAPE '\\'")
             params.append(_like(customer_email.strip()))
-        for col, value in (("product_interest", product_interest), ("status", status), ("assigned_to_email", assigned_to_email)):
+        for col, value in (
+            ("product_interest", product_interest),
+            ("status", status),
+            ("assigned_to_email", assigned_to_email),
+        ):
             if value is not None:
                 where.append(f"{col} = ? COLLATE NOCASE")
                 params.append(value.strip())
@@ -675,10 +744,7 @@ class WorkplaceTools:
     def customer_relationship_manager_update_customer(
         self,
         customer_id: str,
-        field: Literal[
-            "customer_name", "assigned_to_email", "customer_email", "customer_phone", "last_contact_date",
-            "product_interest", "status", "notes", "follow_up_by",
-        ],  # fmt: skip
+        field: CustomerField,
         new_value: str,
     ) -> dict[str, Any]:
         """Updates one field of a customer record.

@@ -213,7 +213,17 @@ def test_vector_env_with_the_oracle(mode):
 
 
 def test_cli_eval_prints_success_by_category():
-    cmd = [sys.executable, "-m", "textgym.cli", "eval", "textgym/Workplace-v0", "--policy", "oracle", "--episodes", "12"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "textgym.cli",
+        "eval",
+        "textgym/Workplace-v0",
+        "--policy",
+        "oracle",
+        "--episodes",
+        "12",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=120).stdout
     assert "success by category" in out
     rows = [line for line in out.splitlines() if any(c in line for c in CATEGORIES)]

@@ -43,7 +43,9 @@ def nemo_row(env):
         "ground_truth": [
             {
                 "name": "customer_relationship_manager_update_customer",
-                "arguments": json.dumps({"customer_id": c["customer_id"], "field": "assigned_to_email", "new_value": new_owner}),
+                "arguments": json.dumps(
+                    {"customer_id": c["customer_id"], "field": "assigned_to_email", "new_value": new_owner}
+                ),
             }
         ],
         "category": "workplace_assistant_customer_relationship_manager",
@@ -55,7 +57,12 @@ def ours_row(env):
     to = env.world.people[1][1]
     return {
         "query": f"Email {to} that the report is ready.",
-        "ground_truth": [{"name": "email_send_email", "arguments": {"recipient": to, "subject": "Report", "body": "The report is ready."}}],
+        "ground_truth": [
+            {
+                "name": "email_send_email",
+                "arguments": {"recipient": to, "subject": "Report", "body": "The report is ready."},
+            }
+        ],
         "category": "email",
     }
 
@@ -138,7 +145,9 @@ def write_workbench_csvs(world, root):
         columns = list(table.names)
         if table.name == "emails":
             columns = ["email_id", "inbox/outbox", "sender/recipient", "subject", "sent_datetime", "body"]
-            rows = [r | {"sender/recipient": r["sender"] if r["inbox/outbox"] == "inbox" else r["recipient"]} for r in rows]
+            rows = [
+                r | {"sender/recipient": r["sender"] if r["inbox/outbox"] == "inbox" else r["recipient"]} for r in rows
+            ]
         if table.name == "analytics":
             rows = [r | {"user_engaged": str(bool(r["user_engaged"]))} for r in rows]
         with open(root / names[table.name], "w", newline="") as fh:

@@ -11,7 +11,6 @@ from textgym.envs.workplace.schema import TABLES
 from textgym.envs.workplace.tools import TOOL_NAMES
 
 
-
 @pytest.fixture(scope="module")
 def env():
     return WorkplaceEnv()
@@ -55,7 +54,9 @@ def test_duplicate_send_fails_as_a_side_effect(env):
 
 def test_extra_delete_fails_and_names_the_missing_row(env):
     pin(env, [{"name": "email_delete_email", "arguments": {"email_id": "00000001"}}])
-    env.step(tool_call("email_delete_email", email_id="00000001") + tool_call("email_delete_email", email_id="00000002"))
+    env.step(
+        tool_call("email_delete_email", email_id="00000001") + tool_call("email_delete_email", email_id="00000002")
+    )
     reward, v = finish(env)
     assert reward == 0.0 and v["side_effect"]
     (missing,) = v["diff"]["emails"]["missing"]
@@ -91,9 +92,27 @@ def test_order_and_assigned_ids_do_not_matter(env):
 
 def test_case_addresses_and_datetime_formats_are_normalised(env):
     name, address = people(env)[3]
-    gt = [{"name": "calendar_create_event", "arguments": {"event_name": "Budget Sync", "participant_email": address, "event_start": "2023-12-05 14:30:00", "duration": 60}}]
+    gt = [
+        {
+            "name": "calendar_create_event",
+            "arguments": {
+                "event_name": "Budget Sync",
+                "participant_email": address,
+                "event_start": "2023-12-05 14:30:00",
+                "duration": 60,
+            },
+        }
+    ]
     pin(env, gt)
-    env.step(tool_call("calendar_create_event", event_name="  budget   SYNC ", participant_email=address.upper(), event_start="2023-12-05T14:30", duration="60"))
+    env.step(
+        tool_call(
+            "calendar_create_event",
+            event_name="  budget   SYNC ",
+            participant_email=address.upper(),
+            event_start="2023-12-05T14:30",
+            duration="60",
+        )
+    )
     reward, v = finish(env)
     assert reward == 1.0, v
 
@@ -120,7 +139,15 @@ def test_noop_task_passes_only_when_nothing_changes(env):
     reward, v = finish(env)
     assert reward == 1.0 and v["noop"]
     pin(env, [])
-    env.step(tool_call("analytics_create_plot", time_min="2023-11-01", time_max="2023-11-07", value_to_plot="total_visits", plot_type="bar"))
+    env.step(
+        tool_call(
+            "analytics_create_plot",
+            time_min="2023-11-01",
+            time_max="2023-11-07",
+            value_to_plot="total_visits",
+            plot_type="bar",
+        )
+    )
     reward, v = finish(env)
     assert reward == 0.0 and v["side_effect"] and v["diff"]["plots"]["unexpected"]
 
@@ -130,18 +157,48 @@ INVALID_CALLS = [
     ("email_send_email", {"recipient": "a@b.com", "subject": "s"}),
     ("email_delete_email", {"email_id": "99999999"}),
     ("email_forward_email", {"email_id": "00000001", "recipient": "nobody"}),
-    ("calendar_create_event", {"event_name": "x", "participant_email": "a@b.com", "event_start": "tomorrow at 10", "duration": 30}),
-    ("calendar_create_event", {"event_name": "x", "participant_email": "a@b.com", "event_start": "2023-12-01 10:00:00", "duration": -5}),
+    (
+        "calendar_create_event",
+        {"event_name": "x", "participant_email": "a@b.com", "event_start": "tomorrow at 10", "duration": 30},
+    ),
+    (
+        "calendar_create_event",
+        {"event_name": "x", "participant_email": "a@b.com", "event_start": "2023-12-01 10:00:00", "duration": -5},
+    ),
     ("calendar_update_event", {"event_id": "00000001", "field": "duration", "new_value": "an hour"}),
     ("calendar_update_event", {"event_id": "00000001", "field": "colour", "new_value": "red"}),
-    ("analytics_create_plot", {"time_min": "2023-11-07", "time_max": "2023-11-01", "value_to_plot": "total_visits", "plot_type": "bar"}),
-    ("analytics_create_plot", {"time_min": "2023-11-01", "time_max": "2023-11-07", "value_to_plot": "revenue", "plot_type": "bar"}),
-    ("project_management_create_task", {"task_name": "t", "assigned_to_email": "a@b.com", "list_name": "Done", "due_date": "2023-12-01", "board": "Design"}),
+    (
+        "analytics_create_plot",
+        {"time_min": "2023-11-07", "time_max": "2023-11-01", "value_to_plot": "total_visits", "plot_type": "bar"},
+    ),
+    (
+        "analytics_create_plot",
+        {"time_min": "2023-11-01", "time_max": "2023-11-07", "value_to_plot": "revenue", "plot_type": "bar"},
+    ),
+    (
+        "project_management_create_task",
+        {
+            "task_name": "t",
+            "assigned_to_email": "a@b.com",
+            "list_name": "Done",
+            "due_date": "2023-12-01",
+            "board": "Design",
+        },
+    ),
     ("project_management_update_task", {"task_id": "00000001", "field": "due_date", "new_value": "next week"}),
     ("project_management_update_task", {"task_id": "00000001", "field": "board", "new_value": "Marketing"}),
-    ("customer_relationship_manager_add_customer", {"customer_name": "X", "assigned_to_email": "a@b.com", "status": "Hot"}),
-    ("customer_relationship_manager_update_customer", {"customer_id": "00000001", "field": "status", "new_value": "Hot"}),
-    ("customer_relationship_manager_update_customer", {"customer_id": "00000001", "field": "customer_email", "new_value": "nope"}),
+    (
+        "customer_relationship_manager_add_customer",
+        {"customer_name": "X", "assigned_to_email": "a@b.com", "status": "Hot"},
+    ),
+    (
+        "customer_relationship_manager_update_customer",
+        {"customer_id": "00000001", "field": "status", "new_value": "Hot"},
+    ),
+    (
+        "customer_relationship_manager_update_customer",
+        {"customer_id": "00000001", "field": "customer_email", "new_value": "nope"},
+    ),
     ("customer_relationship_manager_delete_customer", {"customer_id": 1}),
     ("email_search_emails", {"page": 0}),
     ("no_such_tool", {}),
@@ -187,7 +244,9 @@ def test_ground_truth_covers_every_matching_row():
         if env.task.metadata["template"] != "reassign_book":
             continue
         old = env.task.answer[0]
-        owner = env.db.execute("SELECT assigned_to_email FROM customers WHERE customer_id = ?", (old["arguments"]["customer_id"],)).fetchone()[0]
+        owner = env.db.execute(
+            "SELECT assigned_to_email FROM customers WHERE customer_id = ?", (old["arguments"]["customer_id"],)
+        ).fetchone()[0]
         while not env._done:
             env.step(env.oracle_action())
         assert env.db.execute("SELECT count(*) FROM customers WHERE assigned_to_email = ?", (owner,)).fetchone()[0] == 0
@@ -201,10 +260,26 @@ garbage = st.one_of(
     st.builds(
         lambda name, args: tool_call(name, **args),
         st.sampled_from(TOOL_NAMES + ("x", "")),
-        st.dictionaries(st.text(max_size=12), st.one_of(st.none(), st.integers(), st.floats(allow_nan=True), st.text(max_size=30), st.lists(st.integers(), max_size=3)), max_size=4),
+        st.dictionaries(
+            st.text(max_size=12),
+            st.one_of(
+                st.none(),
+                st.integers(),
+                st.floats(allow_nan=True),
+                st.text(max_size=30),
+                st.lists(st.integers(), max_size=3),
+            ),
+            max_size=4,
+        ),
     ),
     st.builds(lambda s: f"<tool_call>{s}</tool_call>", st.text(max_size=80)),
-    st.fixed_dictionaries({"role": st.just("assistant"), "content": st.text(max_size=20), "tool_calls": st.lists(st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3), max_size=3)}),
+    st.fixed_dictionaries(
+        {
+            "role": st.just("assistant"),
+            "content": st.text(max_size=20),
+            "tool_calls": st.lists(st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3), max_size=3),
+        }
+    ),
 )
 
 
