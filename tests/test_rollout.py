@@ -96,9 +96,11 @@ def test_fewer_episodes_than_envs_and_defaults():
     rollouts = collect(venv, TextOracle(venv), episodes=2)
     assert [(r.seed, r.group) for r in rollouts] == [(0, 0), (1, 1)]
     assert all(r.success for r in rollouts)
+    rollouts = collect(venv, TextOracle(venv), episodes=3, seeds=[5, 6], group_size=2)
+    assert [(r.seed, r.group) for r in rollouts] == [(5, 0), (5, 0), (6, 1)]
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"episodes": 3, "group_size": 2}, {"episodes": 5, "seeds": [1, 2]}, {"seeds": [1], "group_size": 0}])
+@pytest.mark.parametrize("kwargs", [{}, {"episodes": 3, "group_size": 2}, {"episodes": 5, "seeds": [1, 2]}, {"episodes": 0}, {"seeds": [1], "group_size": 0}])
 def test_bad_counts_raise(kwargs):
     venv = ladder_venv("sync", AutoresetMode.NEXT_STEP, n=1)
     with pytest.raises(ValueError):

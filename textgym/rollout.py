@@ -247,7 +247,8 @@ def collect(
     Args:
         venv: A ``gymnasium.vector.VectorEnv`` (sync, async or Ray) of textgym envs.
         policy: Anything with ``act(observations, infos) -> PolicyOutput``.
-        episodes: How many episodes; defaults to ``len(seeds) * group_size``.
+        episodes: How many episodes; defaults to ``len(seeds) * group_size`` (fewer take the
+            first ones, so the last group may be partial).
         seeds: One task seed per group; defaults to ``0, 1, ...``.
         group_size: Episodes per seed (GRPO's G).
         options: Reset options passed to every episode (e.g. ``{"task_index": 3}``).
@@ -276,8 +277,8 @@ def collect(
         seeds = range(episodes // group_size)
     if episodes is None:
         episodes = len(seeds) * group_size
-    if episodes != len(seeds) * group_size:
-        raise ValueError(f"episodes={episodes} does not match {len(seeds)} seeds x group_size={group_size}")
+    if not 0 < episodes <= len(seeds) * group_size:
+        raise ValueError(f"episodes must be in [1, {len(seeds)} seeds x group_size={group_size}], got {episodes}")
     mode = AutoresetMode(venv.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
     env_id = env_id or getattr(getattr(venv, "spec", None), "id", None) or "unknown"
     n = venv.num_envs
