@@ -17,19 +17,21 @@ Every write records the table and the id of the row it touched in
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
+from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 from textgym.envs.workplace import schema as S
 from textgym.error import ToolError
-from textgym.tools import EMAIL_PATTERN, Param, Toolset
+from textgym.tools import EMAIL_PATTERN, Param, Toolset, ToolResult
 
 Email = Annotated[str, Param(format="email")]
 Day = Annotated[str, Param(format="date", description="A date as YYYY-MM-DD.")]
 Moment = Annotated[str, Param(format="date-time", description="A date-time as YYYY-MM-DD HH:MM:SS.")]
-Page = Annotated[int, Param(minimum=1, description="Page number of results to return, from 1.")]
+Page = Annotated[int, Param(minimum=1, maximum=1_000_000, description="Page number of results to return, from 1.")]
 PageSize = Annotated[int, Param(minimum=1, maximum=100, description="Number of results per page (at most 100).")]
 Minutes = Annotated[int, Param(minimum=1, maximum=1440, description="Duration in minutes.")]
 CustomerField = Literal[
@@ -164,6 +166,22 @@ def _norm_id(value: str) -> str:
     return value.zfill(8) if value.isdigit() else value
 
 
+class GuardedToolset(Toolset):
+    """A toolset that also turns what SQLite rejects into error results instead of exceptions.
+
+    Schema validation cannot see everything the database refuses: a JSON string may decode to a
+    lone surrogate that cannot be encoded as UTF-8. Each statement fails before it changes
+    anything, so the call changes nothing, like any other tool error.
+    """
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        try:
+            return super().call(name, arguments)
+        except (UnicodeEncodeError, OverflowError, sqlite3.Error) as exc:
+            message = f"{name}: the database rejected the arguments ({type(exc).__name__}: {exc})"
+            return ToolResult(json.dumps({"error": message}), message)
+
+
 class WorkplaceTools:
     """The toolkit bound to one session database (swapped on every reset via :attr:`db`).
 
@@ -186,7 +204,7 @@ class WorkplaceTools:
 
     def toolset(self) -> Toolset:
         """All 27 tools, bound to this object, in NeMo Gym's order."""
-        return Toolset(getattr(self, name) for name in TOOL_NAMES)
+        return GuardedToolset(getattr(self, name) for name in TOOL_NAMES)
 
     # ----- helpers -----
 

@@ -201,6 +201,9 @@ INVALID_CALLS = [
     ),
     ("customer_relationship_manager_delete_customer", {"customer_id": 1}),
     ("email_search_emails", {"page": 0}),
+    ("email_search_emails", {"page": 10**18}),
+    ("email_send_email", {"recipient": "a@b.com", "subject": "\ud800", "body": "lone surrogate"}),
+    ("email_search_emails", {"query": "\udfff"}),
     ("no_such_tool", {}),
 ]
 
@@ -266,7 +269,7 @@ garbage = st.one_of(
                 st.none(),
                 st.integers(),
                 st.floats(allow_nan=True),
-                st.text(max_size=30),
+                st.text(st.characters(blacklist_categories=()), max_size=30),
                 st.lists(st.integers(), max_size=3),
             ),
             max_size=4,
@@ -306,3 +309,29 @@ def snapshot_pristine(env):
         fresh.reset(seed=0)
         _PRISTINE["rows"] = snapshot(fresh)
     return _PRISTINE["rows"]
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(st.characters(blacklist_categories=()), max_size=20),
+    st.sampled_from(["00000001", "7", "a@b.com", "2023-12-01", "2023-12-01 10:00:00", "Backlog", "Design", "Lead"]),
+)
+_PARAMS = {name: tuple(WorkplaceEnv().tools[name].parameters) for name in TOOL_NAMES}
+typed_call = st.sampled_from(TOOL_NAMES).flatmap(
+    lambda name: st.tuples(st.just(name), st.fixed_dictionaries({}, optional={p: _VALUES for p in _PARAMS[name]}))
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(calls=st.lists(typed_call, min_size=1, max_size=3))
+def test_fuzzed_arguments_either_succeed_or_change_nothing(env, calls):
+    env.reset(seed=2)
+    for name, arguments in calls:
+        before = env.db.serialize()  # byte-identical unless a statement wrote
+        result = env.tools.call(name, arguments)
+        json.loads(result.content)
+        if result.error:
+            assert env.db.serialize() == before
