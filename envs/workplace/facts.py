@@ -43,7 +43,7 @@ class Facts:
         for mails in self.inbox_by_sender.values():
             mails.sort(key=lambda r: (r["sent_datetime"], r["email_id"]))
         self.events = sorted(rows["calendar"], key=lambda r: (r["event_start"], r["event_id"]))
-        self.future_events = [e for e in self.events if e["event_start"] >= S.fmt_datetime(S.NOW)]
+        self.future_events = [e for e in self.events if e["event_start"] >= S.NOW_TEXT]
         self.events_by_day: dict[str, list[dict]] = defaultdict(list)
         for e in self.events:
             self.events_by_day[e["event_start"][:10]].append(e)

@@ -155,6 +155,9 @@ def fmt_datetime(value: datetime) -> str:
     return value.strftime(DATETIME_FORMAT)
 
 
+NOW_TEXT = fmt_datetime(NOW)  # the sent_datetime of every mail sent in a session
+
+
 @functools.cache
 def system_prompt() -> str:
     """The system message: who the user is, the fixed clock and the working hours."""

@@ -280,7 +280,7 @@ class WorkplaceTools:
                 "sender": S.USER_EMAIL,
                 "recipient": recipient.strip(),
                 "subject": subject,
-                "sent_datetime": S.fmt_datetime(S.NOW),
+                "sent_datetime": S.NOW_TEXT,
                 "body": body,
             },
         )
