@@ -52,6 +52,39 @@ def make_optimizer(config: GRPOConfig) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adamw) if config.max_grad_norm > 0 else adamw
 
 
+def _logprobs(graphdef: nnx.GraphDef, config: GRPOConfig, params, micro) -> jax.Array:
+    dtype = jnp.dtype(config.compute_dtype)
+    model = nnx.merge(graphdef, jax.tree.map(lambda p: p.astype(dtype), params))
+    logits, _ = model(micro["input_ids"], micro["positions"], micro["attention_mask"])
+    return token_logprobs(logits, micro["input_ids"], config.temperature)
+
+
+@partial(jax.jit, static_argnames=("graphdef", "config"), donate_argnames=("params", "opt_state"))
+def update(graphdef: nnx.GraphDef, config: GRPOConfig, params, opt_state, ref_params, micros, token_count):
+    """One optimiser step on a batch stacked as ``(n_micro, micro_batch_size, ...)``.
+
+    Static on the graph and the config, so learners of one architecture share the compilation.
+
+    Returns:
+        ``(params, opt_state, metrics)``; metrics are sums over the micro-batches (each is
+        additive, see :func:`textgym.algos.grpo.grpo_loss`) plus ``stats/grad_norm``.
+    """
+
+    def loss_fn(p, micro):
+        ref = None if ref_params is None else _logprobs(graphdef, config, ref_params, micro)
+        return grpo_loss(_logprobs(graphdef, config, p, micro), micro, config, token_count, ref)
+
+    def accumulate(grads, micro):
+        (_, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(params, micro)
+        return jax.tree.map(jnp.add, grads, g), metrics
+
+    grads, metrics = jax.lax.scan(accumulate, jax.tree.map(jnp.zeros_like, params), micros)
+    metrics = jax.tree.map(jnp.sum, metrics)
+    metrics["stats/grad_norm"] = optax.tree.norm(grads)
+    updates, opt_state = make_optimizer(config).update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, metrics
+
+
 class Learner:
     """Trains a :class:`~textgym.algos.jax.policy.Policy` with GRPO, updating its weights in place.
 
@@ -74,32 +107,9 @@ class Learner:
         # The reference is the starting policy, frozen; without a KL term it is never needed.
         self.ref_params = jax.tree.map(jnp.copy, self.params) if config.kl_beta > 0 else None
         self.opt_state = self._place(self.optimizer.init(self.params))
-        self._update = jax.jit(self._update_impl, donate_argnames=("params", "opt_state"))
 
     def _place(self, tree):
         return tree if self.mesh is None else shard_params(tree, self.mesh)
-
-    def _logprobs(self, params, micro):
-        dtype = jnp.dtype(self.config.compute_dtype)
-        model = nnx.merge(self.policy.graphdef, jax.tree.map(lambda p: p.astype(dtype), params))
-        logits, _ = model(micro["input_ids"], micro["positions"], micro["attention_mask"])
-        return token_logprobs(logits, micro["input_ids"], self.config.temperature)
-
-    def _update_impl(self, params, opt_state, ref_params, micros, token_count):
-        def loss_fn(p, micro):
-            ref = None if ref_params is None else self._logprobs(ref_params, micro)
-            return grpo_loss(self._logprobs(p, micro), micro, self.config, token_count, ref)
-
-        def accumulate(grads, micro):
-            (_, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(params, micro)
-            return jax.tree.map(jnp.add, grads, g), metrics
-
-        zeros = jax.tree.map(jnp.zeros_like, params)
-        grads, metrics = jax.lax.scan(accumulate, zeros, micros)
-        metrics = jax.tree.map(jnp.sum, metrics)  # every metric is additive over micro-batches
-        metrics["stats/grad_norm"] = optax.global_norm(grads)
-        updates, opt_state = self.optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, metrics
 
     def _micro_batches(self, batch: Batch) -> dict[str, jax.Array]:
         """Stack the batch's arrays as ``(n_micro, micro_batch_size, ...)`` for the scan."""
@@ -130,7 +140,10 @@ class Learner:
         history = []
         for _ in range(self.config.num_iterations):
             lr = float(self.schedule(self.step))
-            self.params, self.opt_state, metrics = self._update(self.params, self.opt_state, self.ref_params, micros, jnp.float32(batch.token_count))
+            self.params, self.opt_state, metrics = update(
+                self.policy.graphdef, self.config, self.params, self.opt_state, self.ref_params, micros,
+                jnp.float32(batch.token_count),
+            )
             self.step += 1
             history.append({k: float(v) for k, v in jax.device_get(metrics).items()} | {"stats/lr": lr})
         self._publish()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from functools import partial
 from typing import Literal
 
 import jax
@@ -22,7 +23,7 @@ from textgym.algos.grpo import bucket_length
 from textgym.algos.jax.config import ModelConfig
 from textgym.algos.jax.model import positions_from_mask, token_logprobs
 from textgym.algos.jax.params import abstract_model, export_params, load_params
-from textgym.algos.jax.sampler import Sampler
+from textgym.algos.jax import sampler
 
 _UNBOUNDED = 1 << 30
 
@@ -47,6 +48,12 @@ def _special_ids(path: str | os.PathLike, config: ModelConfig) -> tuple[int, tup
     return pad, tuple(int(e) for e in eos)
 
 
+@partial(jax.jit, static_argnames=("graphdef",))
+def _score(graphdef: nnx.GraphDef, params, ids, mask, temperature):
+    logits, _ = nnx.merge(graphdef, params)(ids, positions_from_mask(mask), mask)
+    return token_logprobs(logits, ids, temperature) * mask
+
+
 class Policy:
     """A decoder with its parameters, a jitted scorer and a sampler.
 
@@ -58,18 +65,12 @@ class Policy:
         params: The parameter tree (jax arrays); replaced by a learner after each update.
     """
 
-    def __init__(self, config: ModelConfig, params: dict, *, path: str | os.PathLike, dtype=jnp.float32):
+    def __init__(self, config: ModelConfig, params: dict, *, path: str | os.PathLike):
         self.config = config
         self.path = os.fspath(path)
         self.graphdef, _ = abstract_model(config)
         self.params = params
         self.pad_id, self.eos_ids = _special_ids(path, config)
-        self.sampler = Sampler(self.graphdef, cache_dtype=dtype)
-        self._score = jax.jit(self._score_impl)
-
-    def _score_impl(self, params, ids, mask, temperature):
-        logits, _ = nnx.merge(self.graphdef, params)(ids, positions_from_mask(mask), mask)
-        return token_logprobs(logits, ids, temperature) * mask
 
     def logprobs(self, ids: np.ndarray, mask: np.ndarray, *, temperature: float = 1.0) -> np.ndarray:
         """``(B, T)`` float32 logprob of each token given the ones before it.
@@ -90,7 +91,7 @@ class Policy:
         padded_ids = np.full((rows, length), self.pad_id, np.int32)
         padded_mask = np.zeros((rows, length), np.int32)
         padded_ids[:b, :t], padded_mask[:b, :t] = ids, mask
-        out = self._score(self.params, padded_ids, padded_mask, np.float32(temperature))
+        out = _score(self.graphdef, self.params, padded_ids, padded_mask, np.float32(temperature))
         lp = np.array(jax.device_get(out))[:b, :t]
         lp[:, 0] = 0.0
         return lp
@@ -122,8 +123,8 @@ class Policy:
             ``(ids, logprobs)``: per prompt, the generated int32 ids (stop tokens included) and
             their float32 logprobs under ``log_softmax(logits / temperature)``.
         """
-        return self.sampler.generate(
-            self.params, [np.asarray(p, np.int32) for p in prompts], int(max_new_tokens), float(temperature),
+        return sampler.generate(
+            self.graphdef, self.params, [np.asarray(p, np.int32) for p in prompts], int(max_new_tokens), float(temperature),
             int(seed), top_p=float(top_p), stop_ids=stop_ids,
             eos_ids=self.eos_ids if eos_ids is None else tuple(eos_ids), pad_id=self.pad_id,
         )
@@ -148,4 +149,4 @@ def load_policy(path: str | os.PathLike, *, dtype: Literal["float32", "bfloat16"
     config = ModelConfig.from_dir(path)
     jdtype = jnp.dtype(dtype)
     params = jax.tree.map(lambda a: jnp.asarray(a, jdtype), load_params(path, config))
-    return Policy(config, params, path=path, dtype=jdtype)
+    return Policy(config, params, path=path)

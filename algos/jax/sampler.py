@@ -1,5 +1,8 @@
 """Batched sampling with a KV cache: one jitted prefill, one jitted decode loop.
 
+The jitted functions take the model's graph as a static argument, so every policy of one
+architecture (a reloaded checkpoint, a learner's updated weights) shares their compilations.
+
 Shapes are static and bucketed so a training run compiles a few times, not every step: prompts
 are left-padded to a power-of-two length ``P``, the batch to a power of two, the generation
 buffer to a power of two ``N >= max_new_tokens`` and the cache to ``S = P + N``. The number of
@@ -58,100 +61,102 @@ def sample_token(logits: jax.Array, key: jax.Array, temperature: jax.Array, top_
     return token, jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
 
 
-class Sampler:
-    """Jitted prefill and decode for one model graph.
+def _empty_cache(model, batch: int, cache_len: int, dtype):
+    layer = model.layers[0].self_attn
+    shape = (batch, cache_len, layer.num_kv_heads, layer.head_dim)
+    return tuple((jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in model.layers)
 
-    Args:
-        graphdef: The NNX graph of :class:`~textgym.algos.jax.model.CausalLM`.
-        cache_dtype: dtype of the KV cache (that of the parameters).
+
+@partial(jax.jit, static_argnames=("graphdef", "cache_len"))
+def prefill(graphdef: nnx.GraphDef, params, prompt_ids, prompt_mask, cache_len: int):
+    """Run the left-padded prompts ``(B, P)`` into a fresh cache of ``cache_len`` slots.
+
+    Returns:
+        ``(last logits (B, V), cache, key-slot mask (B, S))``.
     """
+    model = nnx.merge(graphdef, params)
+    b, p = prompt_ids.shape
+    kv_mask = jnp.pad(prompt_mask, ((0, 0), (0, cache_len - p)))
+    cache = _empty_cache(model, b, cache_len, jax.tree.leaves(params)[0].dtype)
+    logits, cache = model(prompt_ids, positions_from_mask(prompt_mask), kv_mask, cache, 0, last_only=True)
+    return logits[:, -1], cache, kv_mask
 
-    def __init__(self, graphdef: nnx.GraphDef, cache_dtype=jnp.float32):
-        self.graphdef = graphdef
-        self.cache_dtype = cache_dtype
-        self._prefill = jax.jit(self._prefill_impl, static_argnames=("cache_len",))
-        self._decode = jax.jit(self._decode_impl, static_argnames=("use_top_p", "buffer"), donate_argnames=("cache",))
 
-    def _empty_cache(self, model, batch: int, cache_len: int):
-        layer = model.layers[0].self_attn
-        shape = (batch, cache_len, layer.num_kv_heads, layer.head_dim)
-        return tuple((jnp.zeros(shape, self.cache_dtype), jnp.zeros(shape, self.cache_dtype)) for _ in model.layers)
+@partial(jax.jit, static_argnames=("graphdef", "use_top_p", "buffer"), donate_argnames=("cache",))
+def decode(graphdef: nnx.GraphDef, params, cache, kv_mask, logits, next_pos, done, key, max_new, temperature, top_p,
+           stops, pad_id, use_top_p: bool, buffer: int):
+    """Sample up to ``max_new`` tokens into a ``buffer``-long output, one cached step at a time.
 
-    def _prefill_impl(self, params, prompt_ids, prompt_mask, cache_len: int):
-        model = nnx.merge(self.graphdef, params)
-        b, p = prompt_ids.shape
-        kv_mask = jnp.pad(prompt_mask, ((0, 0), (0, cache_len - p)))
-        cache = self._empty_cache(model, b, cache_len)
-        logits, cache = model(prompt_ids, positions_from_mask(prompt_mask), kv_mask, cache, 0, last_only=True)
-        return logits[:, -1], cache, kv_mask
+    Returns:
+        ``(tokens (B, buffer), logprobs (B, buffer), lengths (B,), cache)``; the cache is returned
+        only so that the donated input buffer backs the loop's carry.
+    """
+    model = nnx.merge(graphdef, params)
+    b = logits.shape[0]
+    prompt_len = kv_mask.shape[1] - buffer
+    width = stops.shape[1]
 
-    def _decode_impl(self, params, cache, kv_mask, logits, next_pos, done, key, max_new, temperature, top_p, stops, pad_id, use_top_p: bool, buffer: int):
-        model = nnx.merge(self.graphdef, params)
-        b = logits.shape[0]
-        prompt_len = kv_mask.shape[1] - buffer
-        width = stops.shape[1]
+    def cond(state):
+        step, *_, done = state
+        return (step < max_new) & ~jnp.all(done)
 
-        def cond(state):
-            step, *_, done, _ = state
-            return (step < max_new) & ~jnp.all(done)
+    def body(state):
+        step, cache, kv_mask, logits, pos, history, lps, lengths, done = state
+        token, lp = sample_token(logits, jax.random.fold_in(key, step), temperature, top_p, use_top_p)
+        token = jnp.where(done, pad_id, token)
+        history = history.at[:, width - 1 + step].set(token)
+        lps = lps.at[:, step].set(jnp.where(done, 0.0, lp))
+        window = jax.lax.dynamic_slice_in_dim(history, step, width, axis=1)  # (B, L): the last L tokens
+        hit = jnp.all((window[:, None, :] == stops[None]) | (stops[None] == _ANY), axis=-1).any(axis=-1)
+        lengths = jnp.where(done, lengths, step + 1)
+        done = done | hit
+        slot = prompt_len + step
+        kv_mask = kv_mask.at[:, slot].set(1)
+        logits, cache = model(token[:, None], pos[:, None], kv_mask, cache, slot)
+        return step + 1, cache, kv_mask, logits[:, -1], pos + 1, history, lps, lengths, done
 
-        def body(state):
-            step, cache, kv_mask, logits, pos, history, lps, lengths, done, _ = state
-            token, lp = sample_token(logits, jax.random.fold_in(key, step), temperature, top_p, use_top_p)
-            token = jnp.where(done, pad_id, token)
-            history = history.at[:, width - 1 + step].set(token)
-            lps = lps.at[:, step].set(jnp.where(done, 0.0, lp))
-            window = jax.lax.dynamic_slice_in_dim(history, step, width, axis=1)  # (B, L) last L tokens
-            hit = jnp.all((window[:, None, :] == stops[None]) | (stops[None] == _ANY), axis=-1).any(axis=-1)
-            lengths = jnp.where(done, lengths, step + 1)
-            done = done | hit
-            slot = prompt_len + step
-            kv_mask = kv_mask.at[:, slot].set(1)
-            logits, cache = model(token[:, None], pos[:, None], kv_mask, cache, slot)
-            return step + 1, cache, kv_mask, logits[:, -1], pos + 1, history, lps, lengths, done, None
+    history = jnp.full((b, width - 1 + buffer), _NEVER, jnp.int32)
+    lps = jnp.zeros((b, buffer), jnp.float32)
+    lengths = jnp.zeros((b,), jnp.int32)
+    state = (jnp.int32(0), cache, kv_mask, logits, next_pos, history, lps, lengths, done)
+    state = jax.lax.while_loop(cond, body, state)
+    return state[5][:, width - 1 :], state[6], state[7], state[1]
 
-        history = jnp.full((b, width - 1 + buffer), _NEVER, jnp.int32)
-        lps = jnp.zeros((b, buffer), jnp.float32)
-        lengths = jnp.zeros((b,), jnp.int32)
-        state = (jnp.int32(0), cache, kv_mask, logits, next_pos, history, lps, lengths, done, None)
-        state = jax.lax.while_loop(cond, body, state)
-        # The cache is returned only so that the donated input buffer backs the loop's carry.
-        return state[5][:, width - 1 :], state[6], state[7], state[1]
 
-    def generate(
-        self,
-        params,
-        prompts: Sequence[np.ndarray],
-        max_new_tokens: int,
-        temperature: float,
-        seed: int,
-        *,
-        top_p: float = 1.0,
-        stop_ids: Sequence[Sequence[int]] = (),
-        eos_ids: Sequence[int] = (),
-        pad_id: int = 0,
-    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Sample continuations; see :meth:`textgym.algos.jax.policy.Policy.generate`."""
-        if not prompts:
-            return [], []
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token")
-        n = len(prompts)
-        rows = bucket_length(n, _UNBOUNDED, min_bucket=1)
-        prompt_len = bucket_length(max(len(p) for p in prompts), _UNBOUNDED)
-        buffer = bucket_length(max_new_tokens, _UNBOUNDED)
-        ids = np.full((rows, prompt_len), pad_id, np.int32)
-        mask = np.zeros((rows, prompt_len), np.int32)
-        for i, p in enumerate(prompts):
-            ids[i, prompt_len - len(p) :] = p
-            mask[i, prompt_len - len(p) :] = 1
-        logits, cache, kv_mask = self._prefill(params, ids, mask, cache_len=prompt_len + buffer)
-        done = np.arange(rows) >= n  # batch padding rows never run
-        next_pos = mask.sum(axis=1).astype(np.int32)
-        tokens, lps, lengths, _ = self._decode(
-            params, cache, kv_mask, logits, next_pos, done, jax.random.key(seed), np.int32(max_new_tokens),
-            np.float32(temperature), np.float32(top_p), stop_matrix(stop_ids, eos_ids), np.int32(pad_id),
-            use_top_p=top_p < 1.0, buffer=buffer,
-        )
-        tokens, lps, lengths = jax.device_get((tokens, lps, lengths))
-        return [tokens[i, : lengths[i]].copy() for i in range(n)], [lps[i, : lengths[i]].copy() for i in range(n)]
+def generate(
+    graphdef: nnx.GraphDef,
+    params,
+    prompts: Sequence[np.ndarray],
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+    *,
+    top_p: float = 1.0,
+    stop_ids: Sequence[Sequence[int]] = (),
+    eos_ids: Sequence[int] = (),
+    pad_id: int = 0,
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Sample continuations; see :meth:`textgym.algos.jax.policy.Policy.generate`."""
+    if not prompts:
+        return [], []
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    n = len(prompts)
+    rows = bucket_length(n, _UNBOUNDED, min_bucket=1)
+    prompt_len = bucket_length(max(len(p) for p in prompts), _UNBOUNDED)
+    buffer = bucket_length(max_new_tokens, _UNBOUNDED)
+    ids = np.full((rows, prompt_len), pad_id, np.int32)
+    mask = np.zeros((rows, prompt_len), np.int32)
+    for i, p in enumerate(prompts):
+        ids[i, prompt_len - len(p) :] = p
+        mask[i, prompt_len - len(p) :] = 1
+    logits, cache, kv_mask = prefill(graphdef, params, ids, mask, cache_len=prompt_len + buffer)
+    done = np.arange(rows) >= n  # batch padding rows never run
+    next_pos = mask.sum(axis=1).astype(np.int32)
+    tokens, lps, lengths, _ = decode(
+        graphdef, params, cache, kv_mask, logits, next_pos, done, jax.random.key(seed), np.int32(max_new_tokens),
+        np.float32(temperature), np.float32(top_p), stop_matrix(stop_ids, eos_ids), np.int32(pad_id),
+        use_top_p=top_p < 1.0, buffer=buffer,
+    )
+    tokens, lps, lengths = jax.device_get((tokens, lps, lengths))
+    return [tokens[i, : lengths[i]].copy() for i in range(n)], [lps[i, : lengths[i]].copy() for i in range(n)]
