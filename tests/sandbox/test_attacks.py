@@ -83,7 +83,7 @@ def test_console_flood_is_cut(box):
 
 
 def test_huge_return_value_is_cut(box):
-    result = box.run("def f():\n    return 'x' * (50 << 20)\n", [Call(name="f")]).results[0]
+    result = box.run("def f():\n    return 'x' * (5 << 20)\n", [Call(name="f")]).results[0]
     assert not result.ok and "larger than" in result.error
 
 

@@ -29,7 +29,7 @@ from textgym.sandbox.worker import Worker, WorkerDied
 
 # bwrap dies with the *thread* that started it (PR_SET_PDEATHSIG), so every worker is started
 # from this one long-lived thread rather than from whichever short-lived thread asked first.
-_spawner: ThreadPoolExecutor | None = None
+_spawner: tuple[int, ThreadPoolExecutor] | None = None  # (pid, executor): a fork has no threads
 _spawner_lock = threading.Lock()
 # Slack on top of the zygote's own deadline before the host declares a worker wedged.
 HOST_SLACK = 10.0
@@ -38,9 +38,10 @@ HOST_SLACK = 10.0
 def _start(worker: Worker) -> None:
     global _spawner
     with _spawner_lock:
-        if _spawner is None:
-            _spawner = ThreadPoolExecutor(1, thread_name_prefix="textgym-sandbox")
-    _spawner.submit(worker.start).result()
+        if _spawner is None or _spawner[0] != os.getpid():
+            _spawner = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="textgym-sandbox"))
+        executor = _spawner[1]
+    executor.submit(worker.start).result()
 
 
 def default_workers() -> int:

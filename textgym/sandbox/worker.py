@@ -44,12 +44,14 @@ class Worker:
         self.cgroup: cgroups.WorkerCgroup | None = None
         self._workdir: str | None = None
         self._buffer = b""
+        self._owner = os.getpid()
 
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> None:
+        self._owner = os.getpid()
         cmd, config = self.backend.command(self.limits)
         if not self.backend.isolated:
             self._workdir = os.path.dirname(config["workdir"])
@@ -119,7 +121,13 @@ class Worker:
         return replies
 
     def stop(self) -> None:
-        """Kill the worker, everything in its namespaces and cgroup, and its scratch dir."""
+        """Kill the worker, everything in its namespaces and cgroup, and its scratch dir.
+
+        Only the process that started the worker may stop it: a forked copy of this object (in
+        an async vector env's subprocess) must not kill its parent's workers.
+        """
+        if self._owner != os.getpid():
+            return
         if self.proc is not None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)

@@ -1,0 +1,190 @@
+"""Code-v0: the Gymnasium contract, determinism, the oracle on every family, multi-turn feedback."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import textgym  # noqa: F401  (registers the ids)
+from textgym.envs.code import CodeEnv
+from textgym.envs.code.families import FAMILIES
+from textgym.envs.code.generator import generate
+from textgym.messages import thaw
+
+WRONG = "```python\ndef nothing():\n    return None\n\nprint('wrong')\n```"
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = CodeEnv()
+    yield e
+    e.close()
+
+
+def test_check_env(env):
+    check_env(env, skip_render_check=True)
+
+
+def test_registered_id_makes_the_env():
+    made = gym.make("textgym/Code-v0", max_attempts=2)
+    assert isinstance(made.unwrapped, CodeEnv) and made.unwrapped.max_attempts == 2
+
+
+def test_at_least_30_families_with_both_formats():
+    assert len(FAMILIES) >= 30
+    assert {f.format for f in FAMILIES.values()} == {"function", "stdio"}
+
+
+def test_same_seed_same_task_and_observation():
+    a, b = CodeEnv(), CodeEnv()
+    for seed in (0, 7, 123):
+        obs_a, info_a = a.reset(seed=seed)
+        obs_b, info_b = b.reset(seed=seed)
+        assert obs_a == obs_b and info_a == info_b and a.task == b.task
+    assert len({CodeEnv().reset(seed=s)[1]["task_id"] for s in range(20)}) > 15
+
+
+def test_generated_tasks_are_deterministic_and_parameterised():
+    first = generate(np.random.default_rng(5), families=["caesar"])
+    assert first == generate(np.random.default_rng(5), families=["caesar"])
+    statements = {generate(np.random.default_rng(s), families=["caesar"])["prompt"] for s in range(10)}
+    assert len(statements) > 3  # the shift is a parameter of the statement
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_oracle_scores_one_on_every_family(env, name):
+    env.families = (name,)
+    try:
+        for seed in (0, 1):
+            env.reset(seed=seed)
+            obs, reward, terminated, truncated, info = env.step(env.oracle_action())
+            assert (reward, terminated, info["success"]) == (1.0, True, True), info["verification"]
+            assert info["verification"]["passed"] == info["verification"]["total"] == env.num_tests
+    finally:
+        env.families = None
+
+
+def test_wrong_answer_gets_feedback_then_can_succeed(env):
+    env.reset(seed=3)
+    obs, reward, terminated, truncated, info = env.step(WRONG)
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    text = obs[-1]["content"]
+    assert obs[-1]["role"] == "user" and "input:" in text and "expected:" in text and "2 attempts left" in text
+    assert info["verification"]["passed"] == 0 and len(info["verification"]["tests"]) == env.num_tests
+    obs, reward, terminated, truncated, info = env.step(env.oracle_action())
+    assert (reward, terminated, info["success"]) == (1.0, True, True)
+
+
+def test_attempts_run_out_with_zero_reward(env):
+    env.reset(seed=4)
+    for attempt in range(3):
+        obs, reward, terminated, truncated, info = env.step(WRONG)
+    assert terminated and not truncated and reward == 0.0 and info["success"] is False
+    assert "No attempts left" in obs[-1]["content"]
+    assert env.oracle_action().startswith("```python")  # the oracle still answers after the end
+
+
+def test_fraction_reward_counts_passed_tests():
+    env = CodeEnv(reward="fraction", max_attempts=1, families=["count_above"], num_tests=6)
+    env.reset(seed=0)
+    # Right on the empty list only: the first edge case.
+    obs, reward, terminated, truncated, info = env.step("```python\ndef count_above(xs):\n    return 0 if not xs else -1\n```")
+    assert terminated and 0 < reward < 1 and reward == info["verification"]["passed"] / 6
+
+
+def test_feedback_shows_got_and_trimmed_traceback(env):
+    env.reset(seed=0, options={"task": {"prompt": "p", "entry_point": "f", "tests": [{"args": [2], "expected": 4}, {"args": [0], "expected": 0}]}})
+    obs, *_ = env.step("```python\ndef f(x):\n    return 10 // x\n```")
+    text = obs[-1]["content"]
+    assert "got: 5" in text and "ZeroDivisionError" in text and 'File "solution.py", line 2, in f' in text
+    for host in ("/work", "/root", "/python", "zygote", "site-packages"):
+        assert host not in text
+
+
+def test_action_without_fence_is_the_whole_message(env):
+    env.reset(seed=0, options={"task": {"prompt": "p", "entry_point": "f", "tests": [{"args": [2], "expected": 4}]}})
+    assert env.step("def f(x):\n    return 2 * x\n")[1] == 1.0
+
+
+def test_last_python_block_wins(env):
+    env.reset(seed=0, options={"task": {"prompt": "p", "entry_point": "f", "tests": [{"args": [2], "expected": 4}]}})
+    text = "First try:\n```python\ndef f(x):\n    return 0\n```\nBetter:\n```python\ndef f(x):\n    return x * 2\n```"
+    assert env.step(text)[1] == 1.0
+
+
+def test_dict_action_is_accepted(env):
+    env.reset(seed=0, options={"task": {"prompt": "p", "entry_point": "f", "tests": [{"args": [2], "expected": 4}]}})
+    assert env.step({"role": "assistant", "content": "```python\ndef f(x):\n    return x + 2\n```"})[1] == 1.0
+
+
+@pytest.mark.parametrize(
+    "hack",
+    [
+        "class A:\n    def __eq__(self, o):\n        return True\n    def __ne__(self, o):\n        return False\n\ndef f(x):\n    return A()\n",
+        "import sys\ndef f(x):\n    print('ALL TESTS PASSED')\n    sys.exit(0)\n",
+        "import os\nos._exit(0)\n",
+        "class I(int):\n    def __eq__(self, o):\n        return True\n\ndef f(x):\n    return I(0)\n",
+    ],
+)
+def test_hacks_score_zero(env, hack):
+    env.reset(seed=0, options={"task": {"prompt": "p", "entry_point": "f", "tests": [{"args": [2], "expected": 4}]}})
+    obs, reward, terminated, truncated, info = env.step(f"```python\n{hack}```")
+    assert reward == 0.0 and info["verification"]["passed"] == 0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.text(max_size=300), st.binary(max_size=200).map(lambda b: b.decode("latin-1"))))
+def test_fuzzed_actions_never_crash(env, action):
+    env.reset(seed=1)
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert reward in (0.0, 1.0) and obs[-1]["role"] == "user"
+    assert isinstance(info["verification"]["tests"], list)
+
+
+def test_huge_action_is_cut_and_reported(env):
+    env.reset(seed=1)
+    obs, reward, terminated, truncated, info = env.step("x" * (env.max_action_chars + 10))
+    assert info["error"] and reward == 0.0
+
+
+def test_truncation_when_max_turns_is_below_attempts():
+    env = CodeEnv(max_attempts=5, max_turns=1)
+    env.reset(seed=2)
+    obs, reward, terminated, truncated, info = env.step(WRONG)
+    assert truncated and not terminated and info["success"] is False and info["verification"]["passed"] == 0
+
+
+def test_step_before_reset_raises():
+    with pytest.raises(textgym.ResetNeeded):
+        CodeEnv().step("x")
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(ValueError, match="max_attempts"):
+        CodeEnv(max_attempts=0)
+    with pytest.raises(ValueError, match="reward"):
+        CodeEnv(reward="dense")
+    with pytest.raises(ValueError, match="unknown families"):
+        CodeEnv(families=["nope"])
+
+
+def test_ansi_render_shows_the_conversation():
+    env = CodeEnv(render_mode="ansi")
+    env.reset(seed=0)
+    assert "[system]" in env.render() and "[user]" in env.render()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_vector_env_runs_the_oracle(mode):
+    venv = gym.make_vec("textgym/Code-v0", num_envs=2, vectorization_mode=mode)
+    try:
+        obs, infos = venv.reset(seed=[5, 5])
+        assert thaw(obs[0]) == thaw(obs[1])
+        obs, rewards, terminated, truncated, infos = venv.step(list(venv.call("oracle_action")))
+        assert list(rewards) == [1.0, 1.0] and all(terminated)
+    finally:
+        venv.close()
