@@ -10,11 +10,11 @@ from typing import Any
 
 from textgym.env import Outcome, TextEnv, tool_messages
 from textgym.envs.workplace.schema import system_prompt
-from textgym.envs.workplace.tasks import generate, select_templates, task_from_dict
+from textgym.envs.workplace.tasks import generate, ground_truth_calls, select_templates, task_from_dict
 from textgym.envs.workplace.tools import WorkplaceTools
 from textgym.envs.workplace.verify import compare
 from textgym.envs.workplace.world import World, get_world
-from textgym.error import ResetNeeded
+from textgym.error import InvalidTask, ResetNeeded
 from textgym.messages import FrozenDict, system, user
 from textgym.parsing import ParsedTurn
 from textgym.tasks import Task
@@ -99,6 +99,7 @@ class WorkplaceEnv(TextEnv):
         self._session = WorkplaceTools(self.world.connect())
         self._toolset = self._session.toolset()
         self._oracle_done = False
+        self._answer: list[dict[str, Any]] = []
 
     @property
     def tools(self) -> Toolset:
@@ -118,6 +119,10 @@ class WorkplaceEnv(TextEnv):
         return task_from_dict(d)
 
     def begin(self, task: Task) -> list[FrozenDict]:
+        # Task objects given directly (not as dicts) skip task_from_dict: check them here.
+        if not isinstance(task.data.get("query"), str):
+            raise InvalidTask("a workplace task needs data['query'] as a string")
+        self._answer = ground_truth_calls(task.answer or [])
         self.world.restore(self._session.db)
         self._session.clear()
         self._oracle_done = False
@@ -136,7 +141,7 @@ class WorkplaceEnv(TextEnv):
                 success=success,
                 verification=verification,
             )
-        if [{"name": c.name, "arguments": c.arguments} for c in turn.tool_calls] == list(self.task.answer):
+        if [{"name": c.name, "arguments": c.arguments} for c in turn.tool_calls] == self._answer:
             self._oracle_done = True
         messages, errors = tool_messages(self._toolset, turn)
         return Outcome(messages=messages, error="; ".join(errors) or None)
@@ -170,7 +175,7 @@ class WorkplaceEnv(TextEnv):
             self.world.restore(ref.db)
             ref.clear()
             errors = []
-            for c in self.task.answer:
+            for c in self._answer:
                 result = toolset.call(c["name"], c["arguments"])
                 if result.error:
                     errors.append(f"{c['name']}: {result.error}")
@@ -180,10 +185,10 @@ class WorkplaceEnv(TextEnv):
         """All ground-truth calls in one turn, then a final message that ends the episode."""
         if self.task is None:
             raise ResetNeeded("call reset() before oracle_action()")
-        if self.task.answer and not self._oracle_done and not self._done:
+        if self._answer and not self._oracle_done and not self._done:
             calls = [
                 {"type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
-                for c in self.task.answer
+                for c in self._answer
             ]
             return {"role": "assistant", "content": "", "tool_calls": calls}
         return "Done: the request has been handled."

@@ -97,7 +97,7 @@ def task_from_dict(d: Mapping[str, Any]) -> Task:
     """A task from any accepted input dict (see the module docstring)."""
     if Task.is_record(d):
         task = Task.from_dict(d)
-        calls = _calls(task.answer if task.answer is not None else [])
+        calls = ground_truth_calls(task.answer or [])
         if not isinstance(task.data.get("query"), str):
             raise InvalidTask("a workplace task record needs data['query'] as a string")
         meta = {"category": "pinned", "difficulty": "unknown", "noop": not calls, "num_calls": len(calls)} | dict(
@@ -139,7 +139,7 @@ def _text(content: Any) -> str:
 
 
 def _pinned(query: str, ground_truth: Any, d: Mapping[str, Any], source: str) -> Task:
-    calls = _calls(ground_truth)
+    calls = ground_truth_calls(ground_truth)
     meta = {
         "category": str(d.get("category") or "pinned"),
         "difficulty": str(d.get("difficulty") or "unknown"),
@@ -151,8 +151,12 @@ def _pinned(query: str, ground_truth: Any, d: Mapping[str, Any], source: str) ->
     return Task(ident, {"query": query}, calls, meta)
 
 
-def _calls(ground_truth: Any) -> list[dict[str, Any]]:
-    """Ground-truth calls as ``[{"name", "arguments": dict}]``; arguments may be JSON strings."""
+def ground_truth_calls(ground_truth: Any) -> list[dict[str, Any]]:
+    """Ground-truth calls as ``[{"name", "arguments": dict}]``; arguments may be JSON strings.
+
+    Raises:
+        InvalidTask: not a list of calls to known tools with object (or JSON-object) arguments.
+    """
     if isinstance(ground_truth, str):
         try:
             ground_truth = json.loads(ground_truth)

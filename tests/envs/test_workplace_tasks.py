@@ -175,3 +175,15 @@ def test_data_dir_errors_name_the_problem(tmp_path):
         WorkplaceEnv(data_dir=str(tmp_path / "missing"))
     with pytest.raises(ValueError, match="emails.csv"):
         WorkplaceEnv(data_dir=str(tmp_path))
+
+
+def test_task_objects_are_checked_and_normalised(env):
+    from textgym.tasks import Task
+
+    to = env.world.people[0][1]
+    args = json.dumps({"recipient": to, "subject": "Hi", "body": "Hello."})
+    task = Task("t1", {"query": "Say hi."}, [{"name": "email_send_email", "arguments": args}])
+    assert play_oracle(env, options={"task": task})[0] == 1.0
+    assert play_oracle(env, options={"task": Task("t2", {"query": "Nothing."})})[0] == 1.0
+    with pytest.raises(InvalidTask):
+        env.reset(options={"task": Task("t3", {"prompt": "no query"})})
