@@ -8,7 +8,8 @@ For each env that can be made, the same episodes (seeds ``0..episodes-1``) are p
 * ``ray``: ``collect`` over ``RayVectorEnv`` on a local Ray limited to ``--ray-cpus`` CPUs.
 
 Reported: median wall seconds over ``--repeats`` runs (env construction excluded), env steps per
-second, and the overhead per step against ``bare``, ``(t_mode - t_bare) / steps``.
+second, and the overhead per step against ``bare``, ``(t_mode - t_bare) / steps``. Each (env, mode)
+runs in a fresh Python process, so no mode inherits another's workers, sandboxes or Ray.
 
 Usage::
 
@@ -20,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -79,23 +82,44 @@ def make_runner(mode: str, env_id: str, args: argparse.Namespace) -> Callable[[]
     return collect_loop(gym.make_vec(env_id, num_envs=args.num_envs, vectorization_mode=mode), args.episodes)
 
 
+def measure(env_id: str, mode: str, args: argparse.Namespace) -> dict:
+    """One (env, mode): build, run ``--repeats`` times, close; inside a fresh process."""
+    if mode == "ray":
+        import ray
+
+        ray.init(num_cpus=args.ray_cpus, include_dashboard=False, log_to_driver=False)
+    started = time.perf_counter()
+    run = make_runner(mode, env_id, args)
+    setup = time.perf_counter() - started
+    times, steps = [], 0
+    try:
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            steps = run()
+            times.append(time.perf_counter() - t0)
+    finally:
+        run.close()
+    return {"env": env_id, "mode": mode, "episodes": args.episodes, "steps": steps,
+            "setup_s": setup, "median_s": statistics.median(times), "times_s": times}
+
+
 def bench(env_id: str, args: argparse.Namespace) -> list[dict]:
     rows = []
+    common = ["--num-envs", str(args.num_envs), "--episodes", str(args.episodes), "--repeats", str(args.repeats),
+              "--ray-cpus", str(args.ray_cpus), "--ray-envs-per-actor", str(args.ray_envs_per_actor)]
     for mode in args.modes:
-        started = time.perf_counter()
-        run = make_runner(mode, env_id, args)
-        setup = time.perf_counter() - started
-        times, steps = [], 0
+        cmd = [sys.executable, __file__, "--one", env_id, mode, *common]
         try:
-            for _ in range(args.repeats):
-                t0 = time.perf_counter()
-                steps = run()
-                times.append(time.perf_counter() - t0)
-        finally:
-            run.close()
-        rows.append({"env": env_id, "mode": mode, "episodes": args.episodes, "steps": steps,
-                     "setup_s": setup, "median_s": statistics.median(times), "times_s": times})
-        print(json.dumps(rows[-1]), flush=True)
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.mode_timeout)
+        except subprocess.TimeoutExpired:
+            print(f"{env_id} {mode}: no result within {args.mode_timeout} s (hung?)", flush=True)
+            continue
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode or not lines:
+            print(f"{env_id} {mode}: failed (exit {done.returncode}): {done.stderr.strip()[-500:]}", flush=True)
+            continue
+        rows.append(json.loads(lines[-1]))
+        print(lines[-1], flush=True)
     bare = next((r for r in rows if r["mode"] == "bare"), None)
     for r in rows:
         r["steps_per_s"] = r["steps"] / r["median_s"]
@@ -136,12 +160,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--ray-cpus", type=int, default=2)
     parser.add_argument("--ray-envs-per-actor", type=int, default=32)
+    parser.add_argument("--mode-timeout", type=float, default=600, help="seconds before a mode counts as hung")
     parser.add_argument("--json", default=None, help="also write the rows here")
+    parser.add_argument("--one", nargs=2, metavar=("ENV", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if "ray" in args.modes:
-        import ray
-
-        ray.init(num_cpus=args.ray_cpus, include_dashboard=False, log_to_driver=False)
+    if args.one:
+        print(json.dumps(measure(*args.one, args)), flush=True)
+        return
     rows = []
     for env_id in args.envs:
         reason = usable(env_id)

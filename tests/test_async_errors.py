@@ -11,6 +11,7 @@ import gymnasium as gym
 import pytest
 
 from tests.policies.toy import CountdownEnv
+from textgym.registration import ENVS
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -75,3 +76,22 @@ def test_hanging_worker_times_out_with_step_wait_timeout(venv):
 def test_healthy_envs_still_step_normally(venv):
     obs, rewards, terminated, truncated, infos = venv.step(venv.call("oracle_action"))
     assert len(obs) == 2 and not terminated.any() and list(infos["error"]) == [None, None]
+
+
+@pytest.mark.parametrize("env_id", [e.id for e in ENVS])
+def test_async_works_after_the_parent_process_used_the_env(env_id):
+    """Forked workers must not share the parent's env resources (sandbox pipes, db handles)."""
+    parent = gym.make(env_id)
+    parent.reset(seed=0)
+    parent.step(parent.unwrapped.oracle_action())  # warms whatever the env starts lazily
+    venv = gym.make_vec(env_id, num_envs=2, vectorization_mode="async")
+    try:
+        venv.reset(seed=[0, 1])
+        venv.step_async(list(venv.call("oracle_action")))
+        _, rewards, terminated, truncated, _ = venv.step_wait(timeout=20)  # a hang fails instead of blocking
+        direct = gym.make(env_id)
+        direct.reset(seed=0)
+        assert rewards[0] == direct.step(direct.unwrapped.oracle_action())[1]
+    finally:
+        venv.close(terminate=True)
+        parent.close()
