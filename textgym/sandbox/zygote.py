@@ -135,6 +135,11 @@ class Child:
     def run_stdio(self, text):
         """Run the whole program as ``__main__`` with ``text`` on fd 0 and fd 1 captured."""
         cap = int(self.cfg["max_output"])
+        for fd in (0, 1, 2):  # a previous run may have closed them (``open(0)`` does, once collected)
+            try:
+                os.fstat(fd)
+            except OSError:
+                os.open("/dev/null", os.O_RDWR)  # takes the lowest free number: this one
         stdin_fd = os.memfd_create("stdin")
         os.write(stdin_fd, text.encode())
         os.lseek(stdin_fd, 0, os.SEEK_SET)
