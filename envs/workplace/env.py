@@ -24,7 +24,8 @@ from textgym.tools import Toolset
 @functools.lru_cache(maxsize=8)
 def _reference(world: World) -> tuple[WorkplaceTools, Toolset, threading.Lock]:
     """The scratch database that ground truth is replayed on: one per world and process, not per
-    session, which halves the memory of a live session; the lock keeps threaded callers apart."""
+    session, which spares every live session a second copy of the world; the lock keeps threaded
+    callers apart."""
     tools = WorkplaceTools(world.connect())
     return tools, tools.toolset(), threading.Lock()
 
