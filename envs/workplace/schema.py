@@ -164,7 +164,7 @@ def system_prompt() -> str:
     return (
         f"You are a workplace assistant for {USER_NAME} ({USER_EMAIL}) at {COMPANY_DOMAIN}. "
         f"Today's date is {TODAY.strftime('%A')}, {TODAY.isoformat()} and the current time is "
-        f"{NOW.strftime('%H:%M:%S')}. Working hours are {WORK_START_HOUR:02d}:00 to {WORK_END_HOUR:02d}:00: "
+        f"{NOW.strftime('%H:%M:%S')}. The working hours are {WORK_START_HOUR:02d}:00 to {WORK_END_HOUR:02d}:00: "
         f"meetings must not start before {WORK_START_HOUR}am or end after {WORK_END_HOUR - 12}pm. "
         "Use the tools to read and change the company's email, calendar, analytics, project "
         "management and CRM systems; call several tools in one turn when you can. Look up IDs and "
