@@ -110,6 +110,11 @@ class Child:
             self.reply(self.run(req))
 
     def reply(self, message):
+        for stream in (sys.stdout, sys.stderr):  # console output reaches the zygote before the reply
+            try:
+                stream.flush()
+            except Exception:
+                pass
         data = (json.dumps(message, allow_nan=True) + "\n").encode()
         view = memoryview(data)
         while view:
@@ -235,6 +240,8 @@ class Zygote:
         return {**reply, **answer}
 
     def close(self):
+        if self.child is not None:
+            self.drain_console(self.child[3])
         self.kill_all()
         self.clean_workdir()
         console = bytes(self.console).decode(errors="replace")
@@ -350,18 +357,18 @@ class Zygote:
 
         Returns False once the program floods it, None at end of file, else True.
         """
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except BlockingIOError:
-            return True
-        if not chunk:
-            return None
-        room = int(self.cfg["max_console"]) - len(self.console)
-        self.console += chunk[: max(room, 0)]
-        if len(chunk) > room:
-            self.console_truncated = True
-            return False
-        return True
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                return True
+            if not chunk:
+                return None
+            room = int(self.cfg["max_console"]) - len(self.console)
+            self.console += chunk[: max(room, 0)]
+            if len(chunk) > room:
+                self.console_truncated = True
+                return False
 
     def death_reason(self):
         """Why the child exited without replying; it is reaped here."""
