@@ -29,6 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 from textgym.cli import _json_object
+from textgym.error import require
 from textgym.policies.base import Policy
 from textgym.rollout import Rollout
 
@@ -360,7 +361,7 @@ def _category_table(reports: list[PolicyReport]):
 
 def plot(reports: list[PolicyReport], path: str, title: str = "") -> None:
     """A grouped bar plot of success, pass@k and pass^k per policy (and success by category)."""
-    from matplotlib.figure import Figure  # lazy: plotting is optional (textgym[plot])
+    Figure = require("matplotlib.figure", "plot").Figure  # lazy: plotting is optional
 
     k = reports[0].k
     categories = sorted({c for r in reports for c in r.by_category})
