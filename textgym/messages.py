@@ -53,6 +53,13 @@ class FrozenDict(Mapping):
     def __reduce__(self):
         return (type(self), (self._data,))
 
+    def __copy__(self) -> "FrozenDict":
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "FrozenDict":
+        # Immutable all the way down (``freeze``), so vector envs' deep copies can share it.
+        return self
+
 
 def freeze(value: Any) -> Any:
     """Recursively turn dicts into FrozenDicts and lists into tuples."""
