@@ -15,10 +15,10 @@ are built from the env's solution before the clock starts):
   ``gym.make`` and returns the whole conversation (tuple of messages) every step; GEM returns the
   latest message only; TextArena's loop is ``get_observation()`` + ``step()``.
 
-Run (about two minutes on 2 cores)::
+Run (about 6 CPU-minutes in all; 13 wall-clock minutes on a busy 2-core machine)::
 
     python3 -m venv /work/bench-venvs/gem && /work/bench-venvs/gem/bin/pip install gem-llm textarena
-    /work/venv/bin/python benchmarks/sudoku_bench.py --peer-python /work/bench-venvs/gem/bin/python
+    /work/venv/bin/python benchmarks/sudoku_bench.py --peer-python /work/bench-venvs/gem/bin/python --rounds 3 --seconds 2
 
 It prints a Markdown table (medians over rounds) and the ratios quoted in docs/benchmarks.md.
 """
