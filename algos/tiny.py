@@ -28,6 +28,18 @@ from textgym.error import require
 NAME = "tiny"
 
 
+def compact_chat_template() -> str:
+    """The tiny tokenizer's chat template without its system turn and tool list.
+
+    A tiny random model learns a task from demonstrations, not from reading its rules, and the
+    rules and tool schemas are most of a prompt (a 4x4 Sudoku prompt is ~2,200 byte tokens with
+    them and ~110 without). Every later turn renders exactly as in the full template.
+    """
+    from textgym.tokenizer import CHAT_TEMPLATE
+
+    return CHAT_TEMPLATE[CHAT_TEMPLATE.index("{%- for message in messages %}") :]
+
+
 @dataclass(frozen=True, kw_only=True)
 class TinySize:
     """The shape of the tiny model; the defaults learn Sudoku 4x4 on 2 CPU cores in minutes.

@@ -1,0 +1,160 @@
+"""The configs of ``textgym train`` and ``textgym sft``: one flat, frozen dataclass each.
+
+The GRPO objective's knobs live in :class:`~textgym.algos.grpo.GRPOConfig` (shared by both
+backends); these configs add what a run needs around it: the env, the backend, the model, how
+many rollouts, evaluation, checkpoints. ``backend`` is the only field that picks a framework, and
+nothing else changes with it.
+
+The ``tiny`` model has per-env recipes (:mod:`textgym.algos.recipes`): fields left at ``None``
+take the recipe's value, so ``textgym train --env textgym/Sudoku-v0 --model tiny`` runs a setting
+in which the tiny model is known to learn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from textgym.algos.grpo import GRPOConfig
+
+Backend = Literal["jax", "torch"]
+Template = Literal["auto", "model", "compact"]
+VectorMode = Literal["sync", "async"]
+
+EVAL_SEED_OFFSET = 1_000_000
+"""Held-out evaluation seeds start here; training and demonstration seeds stay below it."""
+SFT_SEED_OFFSET = 500_000
+"""Oracle demonstrations use seeds from here (disjoint from GRPO's and evaluation's)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SFTConfig:
+    """Supervised warm start on the env's oracle demonstrations (``textgym sft``).
+
+    Attributes:
+        env: Registered env id, e.g. ``textgym/Sudoku-v0``.
+        env_kwargs: Keyword arguments of ``gym.make``.
+        backend: ``jax`` or ``torch``; nothing else depends on it.
+        model: A local Hugging Face model directory, or ``tiny`` (created in ``output_dir``).
+        output_dir: Where the run writes ``final/`` (a HF directory) and ``sft_metrics.jsonl``.
+        steps: Optimiser steps.
+        demos: Oracle episodes collected (seeds ``SFT_SEED_OFFSET + i``), cycled through in order.
+        batch_size: Demonstration episodes per step.
+        lr: Peak AdamW learning rate (linear warm-up over the first 10% of steps, cosine decay).
+        max_length: Longest packed sequence in tokens.
+        micro_batch_size: Sequences per forward/backward (gradients accumulate).
+        chat_template: ``model``: the checkpoint's template; ``compact``: the tiny template
+            without its system turn and tool list (a tiny model learns the task from examples,
+            not from instructions; prompts are ~15x shorter); ``auto``: compact for ``tiny``.
+        seed: Seeds the tiny model's init and the order of demonstrations.
+        num_envs: Vector env width when collecting demonstrations.
+        progress: Show rich progress bars.
+    """
+
+    env: str
+    env_kwargs: dict[str, Any] | None = None
+    backend: Backend = "torch"
+    model: str = "tiny"
+    output_dir: str = "runs/sft"
+    steps: int | None = None
+    demos: int | None = None
+    batch_size: int = 16
+    lr: float | None = None
+    max_length: int = 1024
+    micro_batch_size: int = 16
+    chat_template: Template = "auto"
+    seed: int = 0
+    num_envs: int = 32
+    progress: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """A GRPO run (``textgym train``), optionally preceded by an SFT warm start.
+
+    Seeds are a pure function of ``seed`` and the step (GRPO step ``s`` plays task seeds
+    ``s * prompts_per_step + i`` and samples with seed ``seed * 1_000_003 + s``), so a run resumed
+    from a checkpoint continues exactly as if it had never stopped.
+
+    Attributes:
+        env: Registered env id.
+        env_kwargs: Keyword arguments of ``gym.make`` (``None``: the tiny recipe's, else ``{}``).
+        backend: ``jax`` or ``torch``.
+        model: A local Hugging Face model directory, or ``tiny``.
+        output_dir: Run directory: checkpoints, ``metrics.jsonl``, ``curve.png``, ``summary.json``.
+        steps: GRPO steps (``None``: the recipe's, else 100).
+        prompts_per_step: Task seeds per step; each is played ``grpo.group_size`` times.
+        num_envs: Vector env width (at most the episodes per step).
+        vectorization_mode: ``sync`` or ``async`` sub-envs.
+        chat_template: See :class:`SFTConfig`.
+        eval_episodes: Held-out episodes (seeds from ``EVAL_SEED_OFFSET``) per evaluation.
+        eval_every: Evaluate every this many steps (and before the first and after the last).
+        eval_temperature: Sampling temperature of evaluation; 0 is greedy.
+        save_every: Checkpoint every this many steps (and at the end, and on Ctrl-C).
+        stop_after: Stop (with a checkpoint) after this many steps of *this invocation*; the next
+            invocation resumes. For time-sliced jobs and for testing resumption.
+        resume: Continue from ``output_dir``'s latest checkpoint when there is one.
+        sft_steps: Optimiser steps of the SFT warm start before GRPO (0: none; ``None``: recipe).
+        sft_demos: Oracle demonstrations for the warm start (``None``: recipe, else 256).
+        sft_lr: Learning rate of the warm start (``None``: recipe, else ``10 * grpo.lr``).
+        seed: Seeds everything (tiny init, tasks, sampling).
+        plot: Write ``curve.png`` (needs matplotlib).
+        progress: Show rich progress bars.
+        grpo: The GRPO objective and optimiser (see :class:`~textgym.algos.grpo.GRPOConfig`);
+            ``None``: the recipe's settings, else ``GRPOConfig()``.
+    """
+
+    env: str
+    env_kwargs: dict[str, Any] | None = None
+    backend: Backend = "torch"
+    model: str = "tiny"
+    output_dir: str = "runs/train"
+    steps: int | None = None
+    prompts_per_step: int = 8
+    num_envs: int = 64
+    vectorization_mode: VectorMode = "sync"
+    chat_template: Template = "auto"
+    eval_episodes: int = 64
+    eval_every: int = 10
+    eval_temperature: float = 0.0
+    save_every: int = 10
+    stop_after: int | None = None
+    resume: bool = True
+    sft_steps: int | None = None
+    sft_demos: int | None = None
+    sft_lr: float | None = None
+    seed: int = 0
+    plot: bool = True
+    progress: bool = True
+    grpo: GRPOConfig | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("jax", "torch"):
+            raise ValueError(f"backend must be 'jax' or 'torch', got {self.backend!r}")
+        for name in ("prompts_per_step", "num_envs", "eval_episodes", "eval_every", "save_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.stop_after is not None and self.stop_after < 1:
+            raise ValueError(f"stop_after must be >= 1 or None, got {self.stop_after}")
+
+    def replace(self, **changes: Any) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)
+
+    def sft_config(self) -> SFTConfig:
+        """The warm start's config: same env, backend, model, template and seed (call on a resolved config)."""
+        return SFTConfig(
+            env=self.env,
+            env_kwargs=self.env_kwargs,
+            backend=self.backend,
+            model=self.model,
+            output_dir=f"{self.output_dir}/sft",
+            steps=self.sft_steps,
+            demos=self.sft_demos,
+            lr=self.sft_lr,
+            max_length=self.grpo.max_length if self.grpo else 1024,
+            micro_batch_size=self.grpo.micro_batch_size if self.grpo else 16,
+            chat_template=self.chat_template,
+            seed=self.seed,
+            progress=self.progress,
+        )

@@ -1,0 +1,80 @@
+"""Settings under which the ``tiny`` model learns an env on a laptop CPU.
+
+A recipe fills the fields a user left unset (``None``) when the model is ``tiny``; anything given
+explicitly wins. Envs without a recipe get the generic defaults. The numbers come from the runs
+recorded in docs/benchmarks.md ("Torch backend and GRPO training").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from textgym.algos.config import SFTConfig, TrainConfig
+from textgym.algos.grpo import GRPOConfig
+from textgym.algos.tiny import NAME as TINY
+
+RECIPES: dict[str, dict[str, Any]] = {
+    "textgym/Sudoku-v0": {
+        # 4x4 with a few blanks, answered in one turn: prompts of ~110 tokens, answers of ~100.
+        "env_kwargs": {"size": 4, "blanks": 4, "max_turns": 1},
+        "steps": 40,
+        "sft_steps": 150,
+        "sft_demos": 2400,
+        "sft_lr": 2e-3,
+        "grpo": {
+            "group_size": 8,
+            "lr": 2e-4,
+            "max_new_tokens": 128,
+            "max_length": 512,
+            "micro_batch_size": 32,
+            "temperature": 1.0,
+            "max_grad_norm": 1.0,
+            "advantage_scaling": "group",
+            "loss_aggregation": "token-mean",
+        },
+    },
+}
+
+GENERIC: dict[str, Any] = {"env_kwargs": {}, "steps": 100, "sft_steps": 0, "sft_demos": 256}
+
+
+def recipe(env: str, model: str) -> dict[str, Any]:
+    """The recipe for ``env`` when ``model`` is tiny, else the generic defaults."""
+    return RECIPES.get(env, GENERIC) if str(model) == TINY else GENERIC
+
+
+def grpo_config(env: str, model: str, **overrides: Any) -> GRPOConfig:
+    """The recipe's GRPO settings with ``overrides`` (``None`` values ignored) on top."""
+    base = dict(recipe(env, model).get("grpo", {}))
+    base.update({k: v for k, v in overrides.items() if v is not None})
+    return GRPOConfig(**base)
+
+
+def resolve_train(config: TrainConfig) -> TrainConfig:
+    """``config`` with every ``None`` field filled from the recipe (or the generic defaults)."""
+    rec = recipe(config.env, config.model)
+    changes: dict[str, Any] = {}
+    if config.grpo is None:
+        changes["grpo"] = grpo_config(config.env, config.model)
+    for name in ("env_kwargs", "steps", "sft_steps", "sft_demos"):
+        if getattr(config, name) is None:
+            changes[name] = rec.get(name, GENERIC[name])
+    if config.sft_lr is None:
+        changes["sft_lr"] = rec.get("sft_lr", 10 * (changes.get("grpo") or config.grpo).lr)
+    return dataclasses.replace(config, **changes)
+
+
+def resolve_sft(config: SFTConfig) -> SFTConfig:
+    """``config`` with ``env_kwargs``, ``steps``, ``demos`` and ``lr`` filled from the recipe."""
+    rec = recipe(config.env, config.model)
+    changes: dict[str, Any] = {}
+    if config.env_kwargs is None:
+        changes["env_kwargs"] = rec.get("env_kwargs", {})
+    if config.steps is None:
+        changes["steps"] = rec.get("sft_steps") or 100
+    if config.demos is None:
+        changes["demos"] = rec.get("sft_demos", GENERIC["sft_demos"])
+    if config.lr is None:
+        changes["lr"] = rec.get("sft_lr", 1e-4)
+    return dataclasses.replace(config, **changes)

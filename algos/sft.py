@@ -1,0 +1,113 @@
+"""Supervised warm start on an env's oracle demonstrations, with either backend's learner.
+
+Demonstrations are ordinary token rollouts of :class:`~textgym.policies.oracle.OraclePolicy`
+through :class:`~textgym.wrappers.TokenObservation`, so they hold exactly the tokens a policy
+would see and produce. SFT needs no separate trainer: a GRPO step on a batch whose advantages
+are all 1 and whose old logprobs are the current policy's (ratio 1, no clipping) has the gradient
+``-sum_t w_t * grad log p(token_t)``, which with token-mean weights is the gradient of the mean
+token negative log-likelihood. Both backends' ``Learner.train_step`` therefore do SFT unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from textgym.algos import recipes, runtime, tiny
+from textgym.algos.config import SFT_SEED_OFFSET, SFTConfig
+from textgym.algos.grpo import Batch, GRPOConfig, pack
+from textgym.algos.metrics import MetricsLog, progress_bar
+from textgym.rollout import Rollout
+
+
+def demonstrations(
+    env: str,
+    env_kwargs: dict[str, Any],
+    tokenizer: Any,
+    template: str | None,
+    seeds: Sequence[int],
+    num_envs: int,
+) -> list[Rollout]:
+    """Oracle episodes as token rollouts, with each turn's closing end-of-turn token trained too.
+
+    The oracle acts in text, which the token wrapper tokenizes as the policy's turn; the chat
+    template then closes the turn with its end-of-turn token (``<|im_end|>``). A model must learn
+    to emit that token to stop, so it is added to the loss mask. Episodes the oracle did not
+    solve (none, for a correct oracle) are dropped.
+    """
+    from textgym.policies.oracle import OraclePolicy
+    from textgym.rollout import collect
+
+    venv = runtime.token_venv(env, env_kwargs, tokenizer, template, min(num_envs, len(seeds)))
+    try:
+        rollouts = collect(venv, OraclePolicy(venv), seeds=list(seeds), group_size=1, env_id=env)
+    finally:
+        venv.close()
+    eos = {tokenizer.convert_tokens_to_ids(tokenizer.eos_token)}
+    for r in rollouts:
+        for _, end in r.turn_spans or ():
+            if end < len(r.token_ids) and int(r.token_ids[end]) in eos:
+                r.loss_mask[end] = 1
+    return [runtime.policy_prefix(r) for r in rollouts if r.success]
+
+
+def sft_batch(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
+    """A batch whose GRPO step is an SFT step: advantage 1 per sequence, no old logprobs."""
+    batch = pack(rollouts, config, pad_id=pad_id)
+    advantages = (np.arange(batch.shape[0]) < batch.num_sequences).astype(np.float32)
+    return batch.replace(advantages=advantages, old_logprobs=None)
+
+
+def nll(policy: Any, batch: Batch) -> float:
+    """Mean negative log-likelihood per trained token (what SFT minimises)."""
+    lp = policy.logprobs(batch.input_ids, batch.attention_mask)
+    return float(-(lp * batch.loss_mask).sum() / max(1.0, batch.loss_mask.sum()))
+
+
+def sft(config: SFTConfig) -> Path:
+    """Run the warm start; return the HF directory of the result (``output_dir/final``).
+
+    ``None`` fields of ``config`` are filled from the tiny recipe. A run whose ``final/`` already
+    exists is not repeated (so a resumed ``textgym train`` skips it).
+    """
+    config = recipes.resolve_sft(config)
+    out = Path(config.output_dir)
+    final = out / "final"
+    if (final / "config.json").is_file():
+        return final
+    out.mkdir(parents=True, exist_ok=True)
+    model_dir = tiny.resolve(config.model, out, seed=config.seed)
+    template = runtime.chat_template(config.chat_template, config.model)
+    backend = runtime.load_backend(config.backend)
+    policy = backend.load_policy(model_dir)
+    tokenizer = runtime.load_tokenizer(model_dir)
+    seeds = [SFT_SEED_OFFSET + i for i in range(config.demos)]
+    demos = demonstrations(config.env, config.env_kwargs, tokenizer, template, seeds, config.num_envs)
+    if not demos:
+        raise RuntimeError(f"the oracle of {config.env} solved none of {len(seeds)} demonstration tasks")
+    grpo = GRPOConfig(
+        group_size=1, lr=config.lr, lr_schedule="cosine", warmup_steps=max(1, config.steps // 10), total_steps=config.steps,
+        max_length=config.max_length, micro_batch_size=min(config.micro_batch_size, config.batch_size), max_grad_norm=1.0,
+        advantage_scaling="none", seed=config.seed,
+    )
+    learner = backend.Learner(policy, grpo)
+    order = np.random.default_rng(config.seed).permutation(len(demos))
+    log = MetricsLog(out / "sft_metrics.jsonl")
+    with progress_bar("SFT", total=config.steps, enabled=config.progress) as bar:
+        for step in range(config.steps):
+            picks = [demos[order[(step * config.batch_size + i) % len(demos)]] for i in range(config.batch_size)]
+            batch = sft_batch(picks, grpo, policy.pad_id)
+            record = {"step": step + 1}
+            if step % 10 == 0 or step == config.steps - 1:
+                record["sft/nll"] = nll(policy, batch)
+                bar.update(info=f"nll {record['sft/nll']:.3f}")
+            metrics = learner.train_step(batch)
+            log.write(record | {k: v for k, v in metrics.items() if k.startswith("stats/")})
+            bar.update(advance=1)
+    learner.export(final)
+    (out / "sft_config.json").write_text(json.dumps(vars(config), indent=2, default=str) + "\n", encoding="utf-8")
+    return final
