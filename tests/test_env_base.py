@@ -151,6 +151,8 @@ def test_api_misuse_raises():
         env.reset(options={"task": {"n": 500}})
     with pytest.raises(InvalidTask, match="needs a dataset"):
         env.reset(options={"task_index": 0})
+    with pytest.raises(ResetNeeded):
+        env.step("a failed reset leaves nothing to step")
 
 
 def test_dataset_tasks_by_index_and_by_seed(tmp_path):

@@ -109,10 +109,11 @@ class TextEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
+        self._done = True  # until the new episode has begun: a failed reset cannot be stepped
         self.task = self._pick_task(options or {})
         self.turn = 0
-        self._done = False
         self.conversation = tuple(self.begin(self.task))
+        self._done = False
         info = {"task_id": self.task.id, "turn": 0, "error": None, "tools": self.tools.schemas() if self.tools else []}
         return self.conversation, info
 
