@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -40,14 +41,25 @@ def passes(box):
     return verdict
 
 
+IDLE_PROCESSES = 4  # bwrap, bwrap as the namespace's init, the zygote, and its pre-forked spare child
+
+
 @pytest.fixture(scope="session")
 def processes(box):
-    """Processes in the worker's pids cgroup (3 when idle: bwrap, its init, the zygote)."""
+    """Processes in the worker's pids cgroup once cleanup settles (IDLE_PROCESSES when idle).
+
+    The zygote kills a program right after sending its results, so the count is polled briefly.
+    """
 
     def count() -> int:
         (worker,) = box._all
         (pids,) = [d for d in worker.cgroup.dirs if os.path.exists(os.path.join(d, "pids.current"))]
-        with open(os.path.join(pids, "pids.current")) as fh:
-            return int(fh.read())
+        deadline = time.monotonic() + 3.0
+        while True:
+            with open(os.path.join(pids, "pids.current")) as fh:
+                n = int(fh.read())
+            if n == IDLE_PROCESSES or time.monotonic() > deadline:
+                return n
+            time.sleep(0.01)
 
     return count

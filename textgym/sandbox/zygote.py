@@ -17,12 +17,15 @@ or breaks the protocol is killed; the next call of the same program forks a fres
 """
 
 import builtins
+import collections
+import gc
 import io
 import json
 import os
 import random
 import resource
 import select
+import shutil
 import signal
 import sys
 import time
@@ -94,20 +97,42 @@ class Child:
         self.namespace = {}
         self.code = None
 
-    def serve(self, program):
+    def serve(self):
+        """Wait (pre-forked, already unprivileged) for the program, load it, then answer calls."""
+        reader = io.BufferedReader(self.requests, buffer_size=1 << 16)
+        first = reader.readline()
+        if not first:
+            return
+        load = json.loads(first)
         try:
-            self.code = compile(program, SOLUTION_FILE, "exec", dont_inherit=True)
-            if self.cfg.get("mode") == "function":
+            self.code = compile(load["code"], SOLUTION_FILE, "exec", dont_inherit=True)
+            if load.get("mode") == "function":
                 self.namespace = {"__name__": "solution", "__builtins__": builtins}
                 exec(self.code, self.namespace)
             self.reply({"loaded": True})
         except BaseException as exc:  # the program's own failure, reported to the agent
             self.reply({"loaded": False, "error": short_traceback(exc)})
             return
-        reader = io.BufferedReader(self.requests, buffer_size=1 << 16)
         for line in iter(reader.readline, b""):
-            req = json.loads(line)
-            self.reply(self.run(req))
+            self.reply(self.run(json.loads(line)))
+
+    @staticmethod
+    def warm_up():
+        """Do once in the zygote what every run does first (compile, exec, JSON, a traceback).
+
+        CPython initialises a lot lazily on first use; done before forking, that state is shared
+        by every child instead of rebuilt (and copied on write) in each: a run's setup drops from
+        milliseconds to a fraction of one.
+        """
+        namespace = {}
+        exec(compile("def _w(x):\n    return [y for y in (x, (x,), {'k': x})]\n", SOLUTION_FILE, "exec"), namespace)
+        json.loads(json.dumps(encode(namespace["_w"](1.5))))
+        decode({"__tuple__": [1], "k": {"__dict__": [[1, None]]}})
+        try:
+            exec(compile("1 / 0", SOLUTION_FILE, "exec"), {})
+        except ZeroDivisionError as exc:
+            short_traceback(exc)
+        io.TextIOWrapper(io.BufferedReader(io.BytesIO(b"x\n"))).read()
 
     def reply(self, message):
         for stream in (sys.stdout, sys.stderr):  # console output reaches the zygote before the reply
@@ -180,86 +205,173 @@ class Child:
 # --------------------------------------------------------------------- the zygote ---
 
 class Zygote:
-    """Forks one child per program, relays calls, enforces time and output limits, cleans up."""
+    """Keeps one pre-forked child ready, relays calls, enforces limits, and cleans up.
 
-    def __init__(self, cfg):
+    A *spare* child is forked (and drops its privileges) while the zygote is idle, so opening a
+    program costs one pipe write. Calls queued by the host are forwarded to the child together;
+    each one's time limit starts when the previous answer arrives. A child that dies or times out
+    is killed with everything it started; the remaining calls go to a fresh child.
+    """
+
+    def __init__(self, cfg, stdin_fd, stdout):
         self.cfg = cfg
         self.isolated = bool(cfg["isolated"])
         self.workdir = cfg["workdir"]
-        self.child = None  # (pid, req_w, res_r, con_r)
+        self.stdin_fd = stdin_fd
+        self.stdout = stdout
+        self.inbox = bytearray()
+        self.backlog = collections.deque()  # requests read ahead but not handled yet
+        self.spare = None  # a Proc waiting for a program
+        self.child = None  # the Proc running the open program
         self.program = None
         self.load_error = None
         self.deadline = 0.0
         self.console = bytearray()
         self.console_truncated = False
+        self.last_status = None
+
+    # -- the host side --
+
+    def serve(self):
+        self.spare = self.fork()
+        self.send({"ready": True})
+        self.stdout.flush()
+        while True:
+            req = self.next_request(block=True)
+            if req is None:
+                break
+            op = req.get("op") if isinstance(req, dict) else None
+            if op == "open":
+                self.open(req)
+            elif op == "call":
+                self.run_calls([req, *self.queued_calls()], sent=False)
+            elif op == "close":
+                self.send(self.close())
+            else:
+                self.send({"op": "error", "error": f"unknown request {req!r:.200}"})
+            if self.program is None and not self.backlog and (self.child or not self.spare):
+                # Clean up and fork the next spare once the reply is out, while the host reads it.
+                self.stdout.flush()
+                self.kill_all()
+                self.spare = self.spare or self.fork()
+        self.kill_all()
+
+    def next_request(self, block):
+        """The next JSON request from the host; None at end of input (or, unblocked, if none waits)."""
+        if self.backlog:
+            return self.backlog.popleft()
+        while b"\n" not in self.inbox:
+            if not select.select([self.stdin_fd], [], [], 0)[0]:
+                if not block:
+                    return None
+                self.stdout.flush()  # replies go out together, right before we would wait
+            chunk = os.read(self.stdin_fd, 1 << 16)
+            if not chunk:
+                return None
+            self.inbox += chunk
+        line, _, rest = bytes(self.inbox).partition(b"\n")
+        self.inbox = bytearray(rest)
+        try:
+            return json.loads(line)
+        except ValueError:
+            return {"op": "bad"}
+
+    def send(self, reply):
+        """Queue one reply; they are flushed before the zygote waits for the host again."""
+        self.stdout.write((json.dumps(reply, allow_nan=True) + "\n").encode())
 
     # -- requests --
 
-    def handle(self, req):
-        op = req.get("op")
-        if op == "open":
-            return self.open(req)
-        if op == "call":
-            return self.call(req)
-        if op == "close":
-            return self.close()
-        return {"error": f"unknown op {op!r}"}
-
     def open(self, req):
-        self.close()
-        self.program = req["code"]
-        self.mode = req.get("mode", "function")
-        self.deadline = time.monotonic() + float(self.cfg["total_timeout"])
-        self.load_error = None
-        reply = self.fork()
-        return {"op": "open", **reply}
-
-    def call(self, req):
-        reply = {"op": "call", "id": req["id"]}
-        if self.program is None:
-            return {**reply, "error": "no program is open"}
-        if self.load_error is not None:
-            return {**reply, "error": self.load_error, "skipped": True}
-        if time.monotonic() >= self.deadline:
-            return {**reply, "error": "the submission's total time limit was reached", "timeout": True}
-        if self.child is None:
-            loaded = self.fork()
-            if not loaded.get("loaded"):
-                return {**reply, "error": loaded.get("error", "the program did not load")}
-        pid, req_w, res_r, con_r = self.child
-        try:
-            os.write(req_w, (json.dumps({**req, "op": None}) + "\n").encode())
-        except OSError:
-            self.kill_all()
-            return {**reply, "error": "the program closed its input"}
-        answer = self.wait_reply(float(self.cfg["call_timeout"]))
-        if "id" in answer and answer.get("id") != req["id"]:
-            self.kill_all()
-            return {**reply, "error": "the program broke the harness protocol"}
-        answer.pop("id", None)
-        return {**reply, **answer}
-
-    def close(self):
-        if self.child is not None:
-            self.drain_console(self.child[3])
+        """Load a program; the calls queued behind the request go to the child in the same write."""
         self.kill_all()
-        self.clean_workdir()
-        console = bytes(self.console).decode(errors="replace")
-        truncated = self.console_truncated
-        self.program = None
         self.console = bytearray()
         self.console_truncated = False
-        return {"op": "close", "console": console, "truncated": truncated}
+        self.program = {"code": str(req["code"]), "mode": req.get("mode", "function")}
+        self.deadline = time.monotonic() + float(self.cfg["total_timeout"])
+        self.load_error = None
+        batch = self.queued_calls()
+        self.send({"op": "open", **self.load(prefetch=batch)})
+        self.run_calls(batch, sent=True)
+
+    def queued_calls(self):
+        """The calls the host already sent right behind the current request."""
+        batch = []
+        while True:
+            peek = self.next_request(block=False)
+            if peek is None:
+                return batch
+            if not (isinstance(peek, dict) and peek.get("op") == "call"):
+                self.backlog.appendleft(peek)
+                return batch
+            batch.append(peek)
+
+    def run_calls(self, batch, sent):
+        """Answer every call of ``batch`` in order; ``sent``: already forwarded to the child."""
+        while batch:
+            if not sent or self.child is None:
+                error = self.cannot_run()
+                if error is not None:
+                    for req in batch:
+                        self.send({"op": "call", "id": req.get("id"), **error})
+                    return
+                self.child.pending += _lines(batch)
+            sent = False  # after a death, what is left goes to a fresh child
+            proc = self.child
+            while batch and proc is self.child:
+                req = batch.pop(0)
+                answer = self.wait_reply(float(self.cfg["call_timeout"]))
+                if "id" in answer and answer.get("id") != req.get("id"):
+                    self.kill_all()
+                    answer = {"error": "the program broke the harness protocol"}
+                answer.pop("id", None)
+                self.send({"op": "call", "id": req.get("id"), **answer})
+
+    def cannot_run(self):
+        """Why calls cannot run now (as a reply), or None once a loaded child is ready."""
+        if self.program is None:
+            return {"error": "no program is open"}
+        if self.load_error is not None:
+            return {"error": self.load_error, "skipped": True}
+        if time.monotonic() >= self.deadline:
+            return {"error": "the submission's total time limit was reached", "timeout": True}
+        if self.child is None:
+            loaded = self.load()
+            if not loaded["loaded"]:
+                return {"error": loaded["error"]}
+        return None
+
+    def close(self):
+        """The console output; the program is killed right after this reply is sent."""
+        if self.child is not None:
+            self.drain_console(self.child.con_r)
+        self.program = None
+        return {"op": "close", "console": bytes(self.console).decode(errors="replace"), "truncated": self.console_truncated}
 
     # -- the child's life --
 
+    def load(self, prefetch=()):
+        """Hand the program (and ``prefetch`` calls) to the spare child and wait for it to load."""
+        if self.spare is None:
+            self.spare = self.fork()
+        self.child, self.spare = self.spare, None
+        self.child.pending += _lines([self.program, *prefetch])
+        answer = self.wait_reply(float(self.cfg["call_timeout"]))
+        if not answer.get("loaded"):
+            self.load_error = answer.get("error") or "the program did not load"
+            self.kill_all()
+            return {"loaded": False, "error": self.load_error}
+        return {"loaded": True}
+
     def fork(self):
+        """A spare child: unprivileged, limited, in a fresh work dir, waiting for its program."""
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        os.makedirs(self.workdir)
+        if self.cfg.get("uid") is not None:
+            os.chown(self.workdir, self.cfg["uid"], self.cfg["gid"])
         req_r, req_w = os.pipe()
         res_r, res_w = os.pipe()
         con_r, con_w = os.pipe()
-        os.makedirs(self.workdir, exist_ok=True)
-        if self.cfg.get("uid") is not None:
-            os.chown(self.workdir, self.cfg["uid"], self.cfg["gid"])
         pid = os.fork()
         if pid == 0:  # child
             try:
@@ -270,15 +382,9 @@ class Zygote:
                 os._exit(70)
         for fd in (req_r, res_w, con_w):
             os.close(fd)
-        for fd in (res_r, con_r):
+        for fd in (req_w, res_r, con_r):
             os.set_blocking(fd, False)
-        self.child = (pid, req_w, res_r, con_r)
-        answer = self.wait_reply(float(self.cfg["call_timeout"]))
-        if not answer.get("loaded"):
-            self.load_error = answer.get("error") or "the program did not load"
-            self.kill_all()
-            return {"loaded": False, "error": self.load_error}
-        return {"loaded": True}
+        return Proc(pid, req_w, res_r, con_r)
 
     def become_child(self, req_r, res_w, con_w):
         os.setsid()
@@ -307,50 +413,65 @@ class Zygote:
         os.chdir(self.workdir)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         random.seed(0)
-        Child(req_r, res_w, {**cfg, "mode": self.mode}).serve(self.program)
+        Child(req_r, res_w, cfg).serve()
 
     def wait_reply(self, timeout):
         """Read one JSON line from the child within ``timeout`` (and the submission deadline)."""
-        pid, _, res_r, con_r = self.child
+        proc = self.child
         end = min(time.monotonic() + timeout, self.deadline)
-        buf = bytearray()
+        buf = proc.replies
         limit = int(self.cfg["max_result"])
-        watch = [res_r, con_r]
-        while True:
+        watch = [proc.res_r, proc.con_r]
+        while b"\n" not in buf:
             left = end - time.monotonic()
             if left <= 0:
                 self.kill_all()
                 return {"error": f"time limit exceeded ({timeout:g} s)", "timeout": True}
-            ready, _, _ = select.select(watch, [], [], left)
-            if con_r in ready:
-                alive = self.drain_console(con_r)
+            writers = [proc.req_w] if proc.pending else []
+            readable, writable, _ = select.select(watch, writers, [], left)
+            if writable and not self.feed(proc):
+                self.kill_all()
+                return {"error": "the program closed its input"}
+            if proc.con_r in readable:
+                alive = self.drain_console(proc.con_r)
                 if alive is None:
-                    watch = [res_r]
+                    watch = [proc.res_r]
                 elif not alive:
                     self.kill_all()
                     return {"error": f"output limit exceeded ({self.cfg['max_console']} bytes)", "output_limit": True}
-            if res_r not in ready:
+            if proc.res_r not in readable:
                 continue
             try:
-                chunk = os.read(res_r, 1 << 16)
+                chunk = os.read(proc.res_r, 1 << 16)
             except BlockingIOError:
                 continue
             if not chunk:
                 return {"error": self.death_reason(), "crashed": True}
             buf += chunk
-            if b"\n" in buf:
-                line = bytes(buf[: buf.index(b"\n")])
-                try:
-                    answer = json.loads(line)
-                except ValueError:
-                    answer = None
-                if not isinstance(answer, dict):
-                    self.kill_all()
-                    return {"error": "the program broke the harness protocol"}
-                return answer
-            if len(buf) > limit:
+            if len(buf) > limit and b"\n" not in buf:
                 self.kill_all()
                 return {"error": f"the result is larger than {limit} bytes", "output_limit": True}
+        line, _, rest = bytes(buf).partition(b"\n")
+        proc.replies = bytearray(rest)
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            self.kill_all()
+            return {"error": "the program broke the harness protocol"}
+        return answer
+
+    def feed(self, proc):
+        """Write what the child has not read yet; False if it closed its end."""
+        try:
+            written = os.write(proc.req_w, proc.pending)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        del proc.pending[:written]
+        return True
 
     def drain_console(self, fd):
         """Keep up to ``max_console`` bytes of console output.
@@ -372,8 +493,7 @@ class Zygote:
 
     def death_reason(self):
         """Why the child exited without replying; it is reaped here."""
-        pid = self.child[0]
-        self.kill_all(reap_status_of=pid)
+        self.kill_all()
         status = self.last_status
         if status is not None and os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
@@ -383,55 +503,62 @@ class Zygote:
         code = os.WEXITSTATUS(status) if status is not None else "?"
         return f"the program exited (status {code}) before returning a result"
 
-    def kill_all(self, reap_status_of=None):
-        """Kill every process the program made and reap every zombie."""
+    def kill_all(self):
+        """Kill the running child and every process it made (setsid daemons too); reap them all."""
         self.last_status = None
-        if self.child is None:
+        proc, self.child = self.child, None
+        if proc is None:
             return
-        pid, req_w, res_r, con_r = self.child
-        self.child = None
-        for fd in (req_w, res_r, con_r):
+        for fd in (proc.req_w, proc.res_r, proc.con_r):
             os.close(fd)
-        me = os.getpid()
-        for _ in range(10000):
+        for attempt in range(10000):
             if self.isolated:
-                # Our own PID namespace: -1 reaches every process in it except init and us,
-                # including setsid daemons that left the child's session.
+                # Our own PID namespace: -1 reaches every process in it except init and us (the
+                # spare is forked only after this, so it is never alive here).
                 try:
                     os.kill(-1, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
             else:
                 try:
-                    os.killpg(pid, signal.SIGKILL)
+                    os.killpg(proc.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            self.reap(pid)
-            if not self.isolated or not [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]:
-                break
-            time.sleep(0.0005)
-        if not self.isolated:
-            try:
-                _, status = os.waitpid(pid, 0)
-                self.last_status = status
-            except ChildProcessError:
-                pass
+            if attempt == 0:
+                try:
+                    self.last_status = os.waitpid(proc.pid, 0)[1]
+                except ChildProcessError:
+                    pass
+            self.reap()
+            if not self.isolated or not self.others():
+                return
+            time.sleep(0.0002)
 
-    def reap(self, pid):
+    def others(self):
+        me = os.getpid()
+        return [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
+
+    def reap(self):
         while True:
             try:
-                got, status = os.waitpid(-1, os.WNOHANG)
+                got, _ = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if got == 0:
                 return
-            if got == pid:
-                self.last_status = status
 
-    def clean_workdir(self):
-        import shutil
 
-        shutil.rmtree(self.workdir, ignore_errors=True)
+def _lines(messages):
+    return b"".join((json.dumps(m) + "\n").encode() for m in messages)
+
+
+class Proc:
+    """One child, from the zygote's side: its pid, pipes, unsent requests and unread replies."""
+
+    def __init__(self, pid, req_w, res_r, con_r):
+        self.pid, self.req_w, self.res_r, self.con_r = pid, req_w, res_r, con_r
+        self.pending = bytearray()
+        self.replies = bytearray()
 
 
 _libc = None
@@ -455,24 +582,21 @@ def load_libc():
 
 
 def main():
-    stdin = sys.stdin.buffer
-    stdout = sys.stdout.buffer
-    cfg = json.loads(stdin.readline())
+    stdin_fd = sys.stdin.fileno()
+    line = b""
+    while not line.endswith(b"\n"):  # the configuration, read unbuffered: the rest stays in the pipe
+        byte = os.read(stdin_fd, 1)
+        if not byte:
+            return
+        line += byte
+    cfg = json.loads(line)
     load_libc()
     if _libc is not None:
         _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us to be reaped
     builtins.exit = builtins.quit = sys.exit  # -S skips site, which normally provides them
-    zygote = Zygote(cfg)
-    stdout.write(b'{"ready": true}\n')
-    stdout.flush()
-    for line in iter(stdin.readline, b""):
-        try:
-            reply = zygote.handle(json.loads(line))
-        except Exception as exc:  # never let one bad request take the worker down silently
-            reply = {"op": "error", "error": f"{type(exc).__name__}: {exc}"}
-        stdout.write((json.dumps(reply, allow_nan=True) + "\n").encode())
-        stdout.flush()
-    zygote.close()
+    Child.warm_up()
+    gc.freeze()  # forked children then leave the zygote's objects alone (fewer copy-on-write faults)
+    Zygote(cfg, stdin_fd, sys.stdout.buffer).serve()
 
 
 if __name__ == "__main__":
