@@ -14,8 +14,8 @@ sandbox per submission instead (slower; used by the benchmark as the baseline).
 
 from __future__ import annotations
 
+import collections
 import os
-import queue
 import threading
 import weakref
 from collections.abc import Sequence
@@ -79,7 +79,8 @@ class Sandbox:
         if self.size < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.reuse = bool(reuse)
-        self._idle: queue.LifoQueue[Worker] = queue.LifoQueue()
+        self._idle: list[Worker] = []
+        self._waiters: collections.deque[_Waiter] = collections.deque()
         self._all: set[Worker] = set()
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _stop_all, self._all)
@@ -118,9 +119,8 @@ class Sandbox:
         with self._lock:
             workers = list(self._all)
             self._all.clear()
+            self._idle.clear()
         _stop_all(workers)
-        while not self._idle.empty():
-            self._idle.get_nowait()
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -131,34 +131,53 @@ class Sandbox:
     # ----- the pool -----
 
     def _acquire(self) -> Worker:
-        while True:
-            try:
-                worker = self._idle.get_nowait()
-            except queue.Empty:
-                with self._lock:
-                    grow = len(self._all) < self.size
-                    if grow:
-                        worker = Worker(self.backend, self.limits)
-                        self._all.add(worker)
-                if not grow:
-                    worker = self._idle.get()
-            if worker.alive:
-                return worker
+        """An idle worker, a new one while the pool is below ``size``, else the next one released.
+
+        Waiters are served first come, first served, so no caller starves behind a busy thread
+        that releases and re-acquires in a loop.
+        """
+        with self._lock:
+            if self._idle and not self._waiters:
+                worker = self._idle.pop()
+            elif len(self._all) < self.size:
+                worker = Worker(self.backend, self.limits)
+                self._all.add(worker)
+            else:
+                waiter = _Waiter()
+                self._waiters.append(waiter)
+                worker = None
+        if worker is None:
+            waiter.ready.wait()
+            worker = waiter.worker
+        if not worker.alive:
             try:
                 _start(worker)
-                return worker
             except BaseException:
                 with self._lock:
                     self._all.discard(worker)
                 raise
+        return worker
 
     def _release(self, worker: Worker) -> None:
         if not self.reuse:
             worker.stop()
         with self._lock:
-            known = worker in self._all
-        if known:
-            self._idle.put(worker)
+            if worker not in self._all:  # the pool was closed meanwhile
+                return
+            if self._waiters:
+                waiter = self._waiters.popleft()
+                waiter.worker = worker
+                waiter.ready.set()
+            else:
+                self._idle.append(worker)
+
+
+class _Waiter:
+    """A caller waiting for a worker: ``ready`` is set once ``worker`` is handed over."""
+
+    def __init__(self):
+        self.ready = threading.Event()
+        self.worker: Worker | None = None
 
 
 _shared: dict[tuple, Sandbox] = {}
