@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# System packages textgym's tests need, installed as root before the Python install (.ci/run).
+# Idempotent and quick when everything is present: apt runs only for what is missing.
+#
+#   bubblewrap  the Code-v0 sandbox's namespaces (textgym/sandbox, docs/sandbox.md); without it
+#               the sandbox refuses to run code unless backend="unsafe" is chosen explicitly.
+#   libc-bin    ldd, used to find the shared libraries the interpreter needs inside the sandbox.
+set -euo pipefail
+
+need=()
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v ldd >/dev/null 2>&1 || need+=(libc-bin)
+
+if [ "${#need[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "system-deps: need root to install: ${need[*]}" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+# Fail early, with bwrap's own message, if this machine cannot create the sandbox's namespaces.
+bwrap --unshare-pid --unshare-net --unshare-ipc --unshare-uts --die-with-parent \
+      --ro-bind / / --proc /proc --dev /dev true
+echo "system-deps: ok ($(bwrap --version))"
