@@ -180,11 +180,11 @@ def feedback(verification: Mapping[str, Any], attempts_left: int, *, max_shown: 
     failed = [t for t in verification["tests"] if not t["passed"]]
     if not verification["load_error"]:
         for t in failed[:max_shown]:
-            lines = [f"Test {t['index'] + 1} failed:", f"  input: {t['input']}", f"  expected: {t['expected']}"]
+            lines = [f"Test {t['index'] + 1} failed:", _field("input", t["input"]), _field("expected", t["expected"])]
             if t["got"] is not None:
-                lines.append(f"  got: {t['got']}")
+                lines.append(_field("got", t["got"]))
             if t["error"]:
-                lines.append("  error: " + t["error"].rstrip().replace("\n", "\n    "))
+                lines.append(_field("error", t["error"]))
             parts.append("\n".join(lines))
         if len(failed) > max_shown:
             parts.append(f"({len(failed) - max_shown} more failing tests not shown.)")
@@ -192,3 +192,13 @@ def feedback(verification: Mapping[str, Any], attempts_left: int, *, max_shown: 
         plural = "s" if attempts_left != 1 else ""
         parts.append(f"Fix the code and submit the whole program again in a ```python block ({attempts_left} attempt{plural} left).")
     return "\n\n".join(parts)
+
+
+def _field(name: str, text: str) -> str:
+    """``  name: text`` for one line; several lines (stdin/stdout, tracebacks) go indented below."""
+    text = str(text).rstrip("\n")
+    if not text:
+        return f"  {name}: (empty)"
+    if "\n" not in text:
+        return f"  {name}: {text}"
+    return f"  {name}:\n" + "\n".join("    " + line for line in text.splitlines())
