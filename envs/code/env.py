@@ -14,8 +14,7 @@ from textgym.envs.code.generator import generate
 from textgym.envs.code.verify import feedback, verify
 from textgym.messages import FrozenDict, system, user
 from textgym.parsing import ParsedTurn, extract_code
-from textgym.sandbox import Limits, Sandbox
-from textgym.sandbox.pool import shared_sandbox
+from textgym.sandbox import Limits, Sandbox, shared_sandbox
 from textgym.tasks import Task
 
 SYSTEM = (

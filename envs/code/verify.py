@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
+import re
 import sys
 import traceback
 from collections.abc import Mapping
@@ -28,18 +29,36 @@ def clip(text: str, limit: int = CLIP) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... [truncated, {len(text)} chars]"
 
 
-def program_for(task: Task, code: str) -> str:
-    """The program that runs: MBPP setup code or the HumanEval prompt (so a body completes it) first."""
+def program_for(task: Task, code: str) -> tuple[str, int]:
+    """The program that runs and how many lines come before the agent's code.
+
+    MBPP setup code, or the HumanEval prompt (so that a bare body completes it), goes first.
+    """
     head = task.data.get("prompt", "") if task.data.get("format") == "humaneval" else task.data.get("setup", "")
     if head and not head.endswith("\n"):
         head += "\n"
-    return head + code
+    return head + code, head.count("\n")
+
+
+_LINE = re.compile(r'(File "solution\.py", line )(\d+)')
+
+
+def _renumber(text: str | None, offset: int) -> str | None:
+    """Traceback line numbers as the agent wrote them (the prepended prompt or setup not counted)."""
+    if not text or not offset:
+        return text
+
+    def shift(m: re.Match) -> str:
+        line = int(m.group(2)) - offset
+        return m.group(1) + (str(line) if line > 0 else f"{m.group(2)} (in the task's own code)")
+
+    return _LINE.sub(shift, text)
 
 
 def verify(sandbox: Sandbox, task: Task, code: str) -> dict[str, Any]:
     """Per-test results for ``code``: ``{"passed", "total", "all_passed", "load_error", "tests"}``."""
     tests = task.answer["tests"]
-    program = program_for(task, code)
+    program, offset = program_for(task, code)
     mode = "stdio" if task.data.get("format") == "stdio" else "function"
     batch = [i for i, t in enumerate(tests) if t["kind"] != "check"]
     calls = [_call(tests[i]) for i in batch]
@@ -57,12 +76,14 @@ def verify(sandbox: Sandbox, task: Task, code: str) -> dict[str, Any]:
             for i in checks:
                 outcomes[i] = _run_check(i, tests[i], task, session)
     results = [outcomes[i] for i in range(len(tests))]
+    for r in results:
+        r["error"] = _renumber(r["error"], offset)
     passed = sum(r["passed"] for r in results)
     return {
         "passed": passed,
         "total": len(results),
         "all_passed": passed == len(results),
-        "load_error": clip(load_error, 2000) if load_error else None,
+        "load_error": clip(_renumber(load_error, offset), 2000) if load_error else None,
         "tests": results,
     }
 

@@ -186,3 +186,8 @@ def test_tuples_survive_serialisation():
 def test_invalid_tasks_raise(bad):
     with pytest.raises(InvalidTask):
         task_from_dict(bad)
+
+
+def test_traceback_lines_count_from_the_agents_code(env):
+    obs, *_ = _play(env, HUMANEVAL_CHECK, "```python\ndef truncate(x):\n\n    return 1 / 0\n```")
+    assert 'File "solution.py", line 3, in truncate' in obs[-1]["content"]

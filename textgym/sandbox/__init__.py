@@ -9,7 +9,7 @@ for what is contained and how, and what is not.
 
 from textgym.error import SandboxUnavailable
 from textgym.sandbox.limits import Limits
-from textgym.sandbox.pool import Sandbox, Session, default_workers
+from textgym.sandbox.pool import Sandbox, Session, default_workers, shared_sandbox
 from textgym.sandbox.program import Call, CallResult, RunResult, same_stdout, values_equal
 
 __all__ = [
@@ -22,5 +22,6 @@ __all__ = [
     "Session",
     "default_workers",
     "same_stdout",
+    "shared_sandbox",
     "values_equal",
 ]

@@ -1,19 +1,21 @@
 """The warm worker that runs inside the isolation: one per core, fork per program.
 
-This file runs as a script under ``python -I -S -B`` inside the sandbox and imports only the
-standard library (never ``textgym``). It starts once, imports what a run needs, then serves
-JSON-line requests from the host on stdin:
+This file runs as a script (``python -S -s -B -P``) inside the sandbox and imports only the
+standard library, never ``textgym``; the host imports it too, for :func:`encode` and
+:func:`decode`. It starts once, does the interpreter's lazy first-use work, keeps one child
+forked ahead (already unprivileged), and serves JSON-line requests from the host on stdin:
 
-* ``{"op": "open", "code": ...}`` forks a child that drops to the unprivileged uid, applies the
-  resource limits, and executes the program; the reply says whether it loaded.
+* ``{"op": "open", "code": ..., "mode": "function" | "stdio"}`` hands the program to the spare
+  child, which loads it; the reply says whether it loaded (or why not).
 * ``{"op": "call", "id": ..., "kind": "function" | "stdio", ...}`` runs one test in that child;
   the reply carries the output as a *typed plain value* (see :func:`encode`) or the error.
-* ``{"op": "close"}`` kills every process the program made (setsid daemons included), reaps
-  them, wipes the private tmp dir and returns what the program printed to its console.
+* ``{"op": "close"}`` returns what the program printed to its console; right after the reply the
+  zygote kills every process the program made (setsid daemons included), reaps them, and forks
+  the next spare in a wiped private tmp dir.
 
 The zygote enforces the wall-clock limits, caps every byte it reads from the child, and never
 receives expected outputs: verdicts are decided on the host. A child that times out, crashes
-or breaks the protocol is killed; the next call of the same program forks a fresh child.
+or breaks the protocol is killed; the remaining calls of the same program go to a fresh child.
 """
 
 import builtins
