@@ -190,7 +190,8 @@ class CausalLM(nnx.Module):
             new_cache.append(layer_cache)
         x = self.norm(x[:, -1:] if last_only else x)
         if self.tie_embeddings:
-            logits = x @ embedding.T.astype(x.dtype)
+            # Contract with the (V, D) table directly; `embedding.T` could materialise a copy per step.
+            logits = jax.lax.dot_general(x, embedding.astype(x.dtype), (((2,), (1,)), ((), ())))
         else:
             logits = self.lm_head(x)
         return logits.astype(jnp.float32), None if cache is None else tuple(new_cache)

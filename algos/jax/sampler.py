@@ -45,18 +45,21 @@ def sample_token(logits: jax.Array, key: jax.Array, temperature: jax.Array, top_
     """Sample ``(B,)`` tokens and their logprobs under ``log_softmax(logits / temperature)``.
 
     ``temperature == 0`` is greedy (logprobs then at temperature 1). Top-p truncates the sampling
-    distribution but not the reported logprob, which is the one the learner recomputes.
+    distribution but not the reported logprob, which is the one the learner recomputes. Sampling
+    inverts the CDF with one uniform number per row: Gumbel-max (``jax.random.categorical``)
+    draws one per vocabulary entry, which costs as much as the LM head on a CPU.
     """
     greedy = temperature <= 0
-    scaled = logits / jnp.where(greedy, 1.0, temperature)
-    logp = jax.nn.log_softmax(scaled, axis=-1)
-    masked = logp
+    logp = jax.nn.log_softmax(logits / jnp.where(greedy, 1.0, temperature), axis=-1)
+    probs = jnp.exp(logp)
     if use_top_p:  # keep the smallest prefix of sorted tokens whose mass reaches top_p
         sorted_logp = jnp.sort(logp, axis=-1)[:, ::-1]
         before = jnp.cumsum(jnp.exp(sorted_logp), axis=-1) - jnp.exp(sorted_logp)
         cutoff = jnp.min(jnp.where(before < top_p, sorted_logp, jnp.inf), axis=-1, keepdims=True)
-        masked = jnp.where(logp >= cutoff, logp, -jnp.inf)
-    sampled = jax.random.categorical(key, masked, axis=-1)
+        probs = jnp.where(logp >= cutoff, probs, 0.0)
+    cdf = jnp.cumsum(probs, axis=-1)
+    u = jax.random.uniform(key, (logits.shape[0], 1)) * cdf[:, -1:]
+    sampled = jnp.minimum(jnp.sum(cdf <= u, axis=-1), logits.shape[-1] - 1)
     token = jnp.where(greedy, jnp.argmax(logits, axis=-1), sampled).astype(jnp.int32)
     return token, jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
 

@@ -230,6 +230,22 @@ def test_batching_and_top_p_keep_greedy_results(policy):
     assert all(np.array_equal(a, b) for a, b in zip(batched, nucleus))
 
 
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.5, 1.0), (1.0, 0.7)])
+def test_sampled_frequencies_follow_the_tempered_nucleus_distribution(temperature, top_p):
+    logits = jnp.log(jnp.array([0.5, 0.25, 0.15, 0.1, 0.0]))
+    rows = 20000
+    tokens, lps = sampler.sample_token(jnp.tile(logits, (rows, 1)), jax.random.key(0), jnp.float32(temperature),
+                                       jnp.float32(top_p), top_p < 1)
+    p = np.exp(np.asarray(jax.nn.log_softmax(logits / temperature)))
+    np.testing.assert_allclose(np.asarray(lps), np.log(p[np.asarray(tokens)]), rtol=1e-5)
+    if top_p < 1:  # the mass before the third token is 0.75 >= 0.7: only the first two survive
+        keep = np.cumsum(p) - p < top_p
+        p = np.where(keep, p, 0) / p[keep].sum()
+    freq = np.bincount(np.asarray(tokens), minlength=5) / rows
+    np.testing.assert_allclose(freq, p, atol=0.015)
+    assert freq[4] == 0
+
+
 def test_sampler_does_not_recompile_within_buckets(policy):
     policy.generate(prompts(4, (3, 5)), 9, 1.0, 0, eos_ids=())
     sizes = (sampler.prefill._cache_size(), sampler.decode._cache_size())
