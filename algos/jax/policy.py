@@ -104,7 +104,7 @@ class Policy:
         seed: int = 0,
         *,
         top_p: float = 1.0,
-        stop_ids: Sequence[Sequence[int]] = (),
+        stop_ids: Sequence[int | Sequence[int]] = (),
         eos_ids: Sequence[int] | None = None,
     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Sample a continuation of each prompt.
@@ -115,8 +115,8 @@ class Policy:
             temperature: Softmax temperature; 0 is greedy.
             seed: The PRNG seed; the same seed and inputs give the same outputs.
             top_p: Nucleus sampling threshold.
-            stop_ids: Token sequences that end a generation when the output ends with one
-                (a stop string, tokenized).
+            stop_ids: Token sequences (a stop string, tokenized) or single token ids that end a
+                generation when the output ends with one.
             eos_ids: Ids that end a generation; None uses the checkpoint's.
 
         Returns:

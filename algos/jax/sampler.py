@@ -32,9 +32,13 @@ _ANY = -2  # a stop-matrix entry every token matches (left of a shorter stop seq
 _UNBOUNDED = 1 << 30
 
 
-def stop_matrix(stop_ids: Sequence[Sequence[int]], eos_ids: Sequence[int]) -> np.ndarray:
-    """Stop sequences right-aligned in one ``(n, L)`` int32 matrix (EOS ids are length-1 stops)."""
-    stops = [list(map(int, s)) for s in stop_ids if len(s)] + [[int(e)] for e in eos_ids]
+def stop_matrix(stop_ids: Sequence[int | Sequence[int]], eos_ids: Sequence[int]) -> np.ndarray:
+    """Stop sequences right-aligned in one ``(n, L)`` int32 matrix.
+
+    An int in ``stop_ids`` and every EOS id are length-1 stops.
+    """
+    stops = [[int(s)] if np.ndim(s) == 0 else list(map(int, s)) for s in stop_ids]
+    stops = [s for s in stops if s] + [[int(e)] for e in eos_ids]
     if not stops:
         return np.full((1, 1), _NEVER, dtype=np.int32)
     width = max(len(s) for s in stops)
@@ -135,7 +139,7 @@ def generate(
     seed: int,
     *,
     top_p: float = 1.0,
-    stop_ids: Sequence[Sequence[int]] = (),
+    stop_ids: Sequence[int | Sequence[int]] = (),
     eos_ids: Sequence[int] = (),
     pad_id: int = 0,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:

@@ -220,6 +220,11 @@ def test_stops_on_eos_and_stop_sequences(policy):
     assert all(len(a) == len(b) for a, b in zip(ids, lps))
 
 
+def test_stop_matrix_right_aligns_sequences_and_single_ids():
+    m = sampler.stop_matrix([[5, 6, 7], 9, []], eos_ids=[3])
+    np.testing.assert_array_equal(m, [[5, 6, 7], [-2, -2, 9], [-2, -2, 3]])
+
+
 def test_batching_and_top_p_keep_greedy_results(policy):
     ps = prompts(3)
     batched, _ = policy.generate(ps, 8, 0.0, 0, eos_ids=())
