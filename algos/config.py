@@ -49,6 +49,8 @@ class SFTConfig:
             not from instructions; prompts are ~15x shorter); ``auto``: compact for ``tiny``.
         seed: Seeds the tiny model's init and the order of demonstrations.
         num_envs: Vector env width when collecting demonstrations.
+        threads: Intra-op CPU threads of the backend (``None``: the recipe's, else the
+            framework's default); see :func:`textgym.algos.runtime.load_backend`.
         progress: Show rich progress bars.
     """
 
@@ -66,6 +68,7 @@ class SFTConfig:
     chat_template: Template = "auto"
     seed: int = 0
     num_envs: int = 32
+    threads: int | None = None
     progress: bool = True
 
 
@@ -99,6 +102,7 @@ class TrainConfig:
         sft_demos: Oracle demonstrations for the warm start (``None``: recipe, else 256).
         sft_lr: Learning rate of the warm start (``None``: recipe, else ``10 * grpo.lr``).
         seed: Seeds everything (tiny init, tasks, sampling).
+        threads: See :class:`SFTConfig`.
         plot: Write ``curve.png`` (needs matplotlib).
         progress: Show rich progress bars.
         grpo: The GRPO objective and optimiser (see :class:`~textgym.algos.grpo.GRPOConfig`);
@@ -125,6 +129,7 @@ class TrainConfig:
     sft_demos: int | None = None
     sft_lr: float | None = None
     seed: int = 0
+    threads: int | None = None
     plot: bool = True
     progress: bool = True
     grpo: GRPOConfig | None = None
@@ -156,5 +161,6 @@ class TrainConfig:
             micro_batch_size=self.grpo.micro_batch_size if self.grpo else 16,
             chat_template=self.chat_template,
             seed=self.seed,
+            threads=self.threads,
             progress=self.progress,
         )

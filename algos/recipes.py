@@ -22,6 +22,7 @@ RECIPES: dict[str, dict[str, Any]] = {
         "sft_steps": 150,
         "sft_demos": 2400,
         "sft_lr": 2e-3,
+        "threads": 1,
         "grpo": {
             "group_size": 8,
             "lr": 2e-4,
@@ -36,7 +37,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     },
 }
 
-GENERIC: dict[str, Any] = {"env_kwargs": {}, "steps": 100, "sft_steps": 0, "sft_demos": 256}
+GENERIC: dict[str, Any] = {"env_kwargs": {}, "steps": 100, "sft_steps": 0, "sft_demos": 256, "threads": None}
 
 
 def recipe(env: str, model: str) -> dict[str, Any]:
@@ -60,6 +61,8 @@ def resolve_train(config: TrainConfig) -> TrainConfig:
     for name in ("env_kwargs", "steps", "sft_steps", "sft_demos"):
         if getattr(config, name) is None:
             changes[name] = rec.get(name, GENERIC[name])
+    if config.threads is None:
+        changes["threads"] = rec.get("threads")
     if config.sft_lr is None:
         changes["sft_lr"] = rec.get("sft_lr", 10 * (changes.get("grpo") or config.grpo).lr)
     return dataclasses.replace(config, **changes)
@@ -77,4 +80,6 @@ def resolve_sft(config: SFTConfig) -> SFTConfig:
         changes["demos"] = rec.get("sft_demos", GENERIC["sft_demos"])
     if config.lr is None:
         changes["lr"] = rec.get("sft_lr", 1e-4)
+    if config.threads is None:
+        changes["threads"] = rec.get("threads")
     return dataclasses.replace(config, **changes)

@@ -7,6 +7,8 @@ Everything here is backend-agnostic: the backend module is imported by name (``j
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -20,11 +22,27 @@ from textgym.algos import tiny
 from textgym.error import require
 
 
-def load_backend(name: str) -> ModuleType:
-    """``textgym.algos.jax`` or ``textgym.algos.torch`` (imported now, not before)."""
+def load_backend(name: str, threads: int | None = None) -> ModuleType:
+    """``textgym.algos.jax`` or ``textgym.algos.torch`` (imported now, not before).
+
+    Args:
+        name: ``jax`` or ``torch``.
+        threads: Intra-op CPU threads (None: the framework's default). One thread is the fastest
+            for tiny models, whose matrices are too small to split, and on shared machines,
+            where threads that spin-wait on each other are slower than one. JAX reads it only
+            when it is imported here first.
+    """
     if name not in ("jax", "torch"):
         raise ValueError(f"backend must be 'jax' or 'torch', got {name!r}")
-    return importlib.import_module(f"textgym.algos.{name}")
+    if threads is not None and name == "jax" and "jax" not in sys.modules and threads == 1:
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1".strip()
+    module = importlib.import_module(f"textgym.algos.{name}")
+    if threads is not None and name == "torch":
+        import torch
+
+        torch.set_num_threads(int(threads))
+    return module
 
 
 def chat_template(kind: str, model: str) -> str | None:

@@ -82,7 +82,7 @@ def sft(config: SFTConfig) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     model_dir = tiny.resolve(config.model, out, seed=config.seed)
     template = runtime.chat_template(config.chat_template, config.model)
-    backend = runtime.load_backend(config.backend)
+    backend = runtime.load_backend(config.backend, config.threads)
     policy = backend.load_policy(model_dir)
     tokenizer = runtime.load_tokenizer(model_dir)
     seeds = [SFT_SEED_OFFSET + i for i in range(config.demos)]

@@ -54,7 +54,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
     started = time.perf_counter()
 
     start_model = sft_warm_start(config) if config.sft_steps else tiny.resolve(config.model, out, seed=config.seed)
-    backend = runtime.load_backend(config.backend)
+    backend = runtime.load_backend(config.backend, config.threads)
     checkpoint = latest_checkpoint(out) if config.resume else None
     policy = backend.load_policy(checkpoint or start_model)
     learner = backend.Learner(policy, config.grpo)
@@ -262,6 +262,7 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
         sft_demos=args.sft_demos,
         sft_lr=args.sft_lr,
         seed=args.seed,
+        threads=args.threads,
         plot=args.plot,
         progress=args.progress,
         grpo=grpo,
@@ -300,6 +301,7 @@ def run_sft(args: argparse.Namespace) -> int:
         chat_template=args.chat_template,
         seed=args.seed,
         num_envs=args.num_envs,
+        threads=args.threads,
         progress=args.progress,
     )
     final = sft(config)
@@ -315,6 +317,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chat-template", choices=["auto", "model", "compact"], default="auto",
                         help="'compact' drops the system turn and tool list (default for tiny)")
     parser.add_argument("--seed", type=int, default=0, help="seeds tasks, sampling and the tiny init")
+    parser.add_argument("--threads", type=int, default=None, help="intra-op CPU threads of the backend (tiny recipe: 1)")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
 
 

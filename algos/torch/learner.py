@@ -32,7 +32,7 @@ from textgym.algos.torch.loss import grpo_loss
 from textgym.algos.torch.policy import Policy, sequence_logprobs
 
 STATE_FILE = "trainer_state.pt"
-REFERENCE_FILE = "reference.safetensors"
+REFERENCE_DIR = "reference"  # a subdirectory: HF loaders read every top-level *.safetensors
 
 
 def make_schedule(config: GRPOConfig) -> Callable[[int], float]:
@@ -193,7 +193,8 @@ class Learner:
             torch.save(state, tmp)
             os.replace(tmp, directory / STATE_FILE)
             if self.reference is not None:
-                save_file(_state(self.reference), str(directory / REFERENCE_FILE))
+                (directory / REFERENCE_DIR).mkdir(exist_ok=True)
+                save_file(_state(self.reference), str(directory / REFERENCE_DIR / "model.safetensors"))
         _barrier(self.world_size)
         return directory
 
@@ -209,7 +210,7 @@ class Learner:
             raise FileNotFoundError(f"no {STATE_FILE} in {str(directory)!r}; was it written by Learner.save?")
         load_weights(self.model, _safetensors(directory))
         if self.reference is not None:
-            load_weights(self.reference, [directory / REFERENCE_FILE])
+            load_weights(self.reference, [directory / REFERENCE_DIR / "model.safetensors"])
         state = torch.load(directory / STATE_FILE, map_location=self.policy.device, weights_only=True)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -240,7 +241,7 @@ def load_weights(model: torch.nn.Module, files: list[Path]) -> None:
 
 
 def _safetensors(directory: Path) -> list[Path]:
-    files = sorted(p for p in directory.glob("*.safetensors") if p.name != REFERENCE_FILE)
+    files = sorted(directory.glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(f"no *.safetensors in {str(directory)!r}")
     return files

@@ -113,6 +113,7 @@ def test_stop_and_resume_continue_exactly(model_dir, tmp_path):
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
+@pytest.mark.slow  # four short runs: ~45 s on 2 shared cores
 def test_a_killed_run_loses_nothing(model_dir, tmp_path, monkeypatch):
     train_module.train(config(model_dir, tmp_path / "straight"))
 

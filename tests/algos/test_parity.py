@@ -1,0 +1,120 @@
+"""The two backends agree: same weights and batch give the same logprobs, losses and update direction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+try:
+    from textgym.algos import jax as jax_backend
+
+    jax_backend.load_policy  # noqa: B018  (imports JAX, Flax and optax)
+except ImportError as exc:  # pragma: no cover - the JAX extra is not installed
+    pytest.skip(f"JAX backend not importable: {exc}", allow_module_level=True)
+
+from textgym.algos import tiny  # noqa: E402
+from textgym.algos import torch as torch_backend  # noqa: E402
+from textgym.algos.grpo import GRPOConfig, pack  # noqa: E402
+from textgym.algos.grpo import grpo_loss as reference_loss  # noqa: E402
+from textgym.rollout import Rollout  # noqa: E402
+
+SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+CONFIG = GRPOConfig(group_size=4, micro_batch_size=4, lr=1e-3, kl_beta=0.05, clip_eps_high=0.28, max_length=64, max_grad_norm=0.0)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return tiny.create(tmp_path_factory.mktemp("tiny"), seed=0, size=SMALL)
+
+
+def rollouts(seed: int = 0, n: int = 8) -> list[Rollout]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        size = int(rng.integers(10, 40))
+        mask = (np.arange(size) >= int(rng.integers(3, size - 2))).astype(np.int8)
+        out.append(
+            Rollout("e", "t", i // 4, [], float(rng.integers(0, 2)), False, 1, True, False,
+                    token_ids=rng.integers(0, 270, size).astype(np.int32), loss_mask=mask,
+                    logprobs=np.where(mask > 0, rng.normal(-5.6, 0.2, size), 0.0).astype(np.float32), group=i // 4)
+        )
+    return out
+
+
+def test_logprobs_agree_to_1e_4(model_dir):
+    batch = pack(rollouts(), CONFIG, pad_id=0)
+    t = torch_backend.load_policy(model_dir).logprobs(batch.input_ids, batch.attention_mask)
+    j = jax_backend.load_policy(model_dir).logprobs(batch.input_ids, batch.attention_mask)
+    np.testing.assert_allclose(t, j, atol=1e-4)
+    t2 = torch_backend.load_policy(model_dir).logprobs(batch.input_ids, batch.attention_mask, temperature=0.7)
+    j2 = jax_backend.load_policy(model_dir).logprobs(batch.input_ids, batch.attention_mask, temperature=0.7)
+    np.testing.assert_allclose(t2, j2, atol=1e-4)
+
+
+def test_losses_agree_to_1e_5_and_equal_the_numpy_reference(model_dir):
+    batch = pack(rollouts(1), CONFIG, pad_id=0)
+    t_policy, j_policy = torch_backend.load_policy(model_dir), jax_backend.load_policy(model_dir)
+    t_lp = t_policy.logprobs(batch.input_ids, batch.attention_mask)
+    j_lp = j_policy.logprobs(batch.input_ids, batch.attention_mask)
+    ref = t_lp - 0.1 * batch.loss_mask  # some distance to a reference policy, so the KL term counts
+    want, _ = reference_loss(t_lp, batch, CONFIG, ref)
+    t_loss, _ = torch_backend.grpo_loss(torch.tensor(t_lp), batch, CONFIG, torch.tensor(ref))
+    j_batch = {"loss_mask": batch.loss_mask, "loss_weights": batch.loss_weights, "advantages": batch.advantages,
+               "old_logprobs": batch.old_logprobs}
+    j_loss, _ = jax_backend.grpo_loss(j_lp, j_batch, CONFIG, batch.token_count, ref)
+    assert float(t_loss) == pytest.approx(want, abs=1e-5)
+    assert float(j_loss) == pytest.approx(float(t_loss), abs=1e-5)
+    # The learners' own losses (forward, loss and aggregation inside train_step) agree as well.
+    t_metrics = torch_backend.Learner(t_policy, CONFIG).train_step(batch)
+    j_metrics = jax_backend.Learner(j_policy, CONFIG).train_step(batch)
+    for name in ("loss/total", "loss/policy", "loss/kl", "stats/clip_frac", "stats/ratio_mean"):
+        assert j_metrics[name] == pytest.approx(t_metrics[name], abs=1e-5), name
+
+
+def test_one_step_moves_both_backends_the_same_way(model_dir, tmp_path):
+    batch = pack(rollouts(2), CONFIG, pad_id=0)
+    t_policy, j_policy = torch_backend.load_policy(model_dir), jax_backend.load_policy(model_dir)
+    lp_before = t_policy.logprobs(batch.input_ids, batch.attention_mask)
+    t_learner, j_learner = torch_backend.Learner(t_policy, CONFIG), jax_backend.Learner(j_policy, CONFIG)
+    t_learner.train_step(batch)
+    j_learner.train_step(batch)
+    j_learner.export(tmp_path / "jax_step")
+    t_learner.export(tmp_path / "torch_step")
+    from safetensors.numpy import load_file
+
+    start = load_file(str(model_dir / "model.safetensors"))
+    t_after = load_file(str(tmp_path / "torch_step" / "model.safetensors"))
+    j_after = load_file(str(tmp_path / "jax_step" / "model.safetensors"))
+    for name, before in start.items():
+        dt, dj = (t_after[name] - before).ravel(), (j_after[name] - before).ravel()
+        cosine = float(dt @ dj / (np.linalg.norm(dt) * np.linalg.norm(dj)))
+        assert cosine > 0.99, name
+        # Adam's first step is ~lr * sign(gradient) per weight: only gradients within float32 noise
+        # of zero (where Adam's normalisation amplifies that noise) may differ in sign.
+        assert np.mean(np.sign(dt) == np.sign(dj)) > 0.99, name
+    # The trained tokens' logprobs change alike: up where the advantage is positive, down where negative.
+    on = batch.loss_mask > 0
+    d_t = (t_policy.logprobs(batch.input_ids, batch.attention_mask) - lp_before)[on]
+    d_j = (j_policy.logprobs(batch.input_ids, batch.attention_mask) - lp_before)[on]
+    assert np.corrcoef(d_t, d_j)[0, 1] > 0.95
+    direction = np.broadcast_to(np.sign(batch.advantages)[:, None], batch.shape)[on]
+    assert (d_t * direction).sum() > 0 and (d_j * direction).sum() > 0
+
+
+def test_torch_checkpoints_load_in_jax_and_back(model_dir, tmp_path):
+    policy = torch_backend.load_policy(model_dir)
+    learner = torch_backend.Learner(policy, CONFIG)
+    batch = pack(rollouts(3), CONFIG, pad_id=0)
+    learner.train_step(batch)
+    learner.save(tmp_path / "ckpt")
+    from_jax = jax_backend.load_policy(tmp_path / "ckpt")
+    np.testing.assert_allclose(
+        from_jax.logprobs(batch.input_ids, batch.attention_mask), policy.logprobs(batch.input_ids, batch.attention_mask), atol=1e-4
+    )
+    from_jax.export(tmp_path / "back")
+    again = torch_backend.load_policy(tmp_path / "back")
+    np.testing.assert_allclose(
+        again.logprobs(batch.input_ids, batch.attention_mask), policy.logprobs(batch.input_ids, batch.attention_mask), atol=1e-4
+    )
