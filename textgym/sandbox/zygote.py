@@ -231,6 +231,7 @@ class Zygote:
         self.console = bytearray()
         self.console_truncated = False
         self.last_status = None
+        self.dying = []  # killed children not reaped yet
 
     # -- the host side --
 
@@ -252,10 +253,11 @@ class Zygote:
             else:
                 self.send({"op": "error", "error": f"unknown request {req!r:.200}"})
             if self.program is None and not self.backlog and (self.child or not self.spare):
-                # Clean up and fork the next spare once the reply is out, while the host reads it.
+                # Kill, and fork the next spare, once the reply is out, while the host reads it.
                 self.stdout.flush()
-                self.kill_all()
+                self.kill_all(wait=False)
                 self.spare = self.spare or self.fork()
+                self.settle()
         self.kill_all()
 
     def next_request(self, block):
@@ -354,6 +356,7 @@ class Zygote:
 
     def load(self, prefetch=()):
         """Hand the program (and ``prefetch`` calls) to the spare child and wait for it to load."""
+        self.settle()  # nothing of an earlier program may be alive when a new one starts
         if self.spare is None:
             self.spare = self.fork()
         self.child, self.spare = self.spare, None
@@ -505,40 +508,54 @@ class Zygote:
         code = os.WEXITSTATUS(status) if status is not None else "?"
         return f"the program exited (status {code}) before returning a result"
 
-    def kill_all(self):
-        """Kill the running child and every process it made (setsid daemons too); reap them all."""
+    def kill_all(self, wait=True):
+        """Kill the running child and every process it made (setsid daemons too).
+
+        In our own PID namespace one ``kill(-1, SIGKILL)`` reaches every process but init and
+        us, and is atomic with respect to ``fork``: a process being forked either gets the
+        signal or is never created. With ``wait`` we then block until all are gone; without, the
+        caller settles later (the serve loop, after forking the next spare), and :meth:`load`
+        settles again before any program runs.
+        """
         self.last_status = None
         proc, self.child = self.child, None
         if proc is None:
             return
         for fd in (proc.req_w, proc.res_r, proc.con_r):
             os.close(fd)
-        for attempt in range(10000):
+        try:
             if self.isolated:
-                # Our own PID namespace: -1 reaches every process in it except init and us (the
-                # spare is forked only after this, so it is never alive here).
-                try:
-                    os.kill(-1, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                os.kill(-1, signal.SIGKILL)  # the spare is forked only after this: never alive here
             else:
+                os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.dying.append(proc.pid)
+        if wait:
+            self.settle()
+
+    def settle(self):
+        """Reap the killed children and wait until only init, us and the spare remain."""
+        for pid in self.dying:
+            try:
+                self.last_status = os.waitpid(pid, 0)[1]
+            except ChildProcessError:
+                pass
+        self.dying.clear()
+        keep = {1, os.getpid(), self.spare.pid if self.spare else 0}
+        for _ in range(10000):
+            self.reap()
+            if not self.isolated:
+                return
+            others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in keep]
+            if not others:
+                return
+            for pid in others:  # stragglers (none are expected after kill(-1)); never the spare
                 try:
-                    os.killpg(proc.pid, signal.SIGKILL)
+                    os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            if attempt == 0:
-                try:
-                    self.last_status = os.waitpid(proc.pid, 0)[1]
-                except ChildProcessError:
-                    pass
-            self.reap()
-            if not self.isolated or not self.others():
-                return
             time.sleep(0.0002)
-
-    def others(self):
-        me = os.getpid()
-        return [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
 
     def reap(self):
         while True:
