@@ -285,3 +285,17 @@ def test_runs_are_deterministic(box):
     first = box.run(code, [Call(name="f")]).results[0].value
     second = box.run(code, [Call(name="f")]).results[0].value
     assert first == second
+
+
+def test_directory_nest_deeper_than_path_max_is_cleaned_up(box, passes):
+    nest = (
+        "import os\n"
+        "def f():\n"
+        "    for _ in range(2500):\n"
+        "        os.mkdir('d')\n"
+        "        os.chdir('d')\n"
+        "    return 42\n"
+    )
+    assert box.run(nest, [Call(name="f")]).results[0].value == 42
+    listing = box.run("import os\ndef f():\n    return os.listdir('.')\n", [Call(name="f")]).results[0]
+    assert listing.value == []

@@ -99,15 +99,19 @@ class Sandbox:
             except (TypeError, ValueError) as exc:
                 encoded[i] = CallResult(error=f"the test's arguments cannot be sent to the sandbox: {exc}")
         requests.append({"op": "close"})
-        worker = self._acquire()
-        try:
-            replies = worker.exchange(requests, self.limits.total_timeout + HOST_SLACK)
-            died = None
-        except WorkerDied as exc:
-            replies, died = exc.replies, f"the sandbox worker stopped ({exc})"
-            worker.stop()
-        finally:
-            self._release(worker)
+        for attempt in range(2):
+            worker = self._acquire()
+            try:
+                replies, died = worker.exchange(requests, self.limits.total_timeout + HOST_SLACK), None
+            except WorkerDied as exc:
+                replies, died = exc.replies, f"the sandbox worker stopped ({exc})"
+                worker.stop()
+            finally:
+                self._release(worker)
+            # A worker that died between submissions (a restart after an attack) answered
+            # nothing: this submission is not to blame, so it runs once more on a fresh one.
+            if replies or died is None:
+                break
         return _collect(replies, encoded, len(calls), died)
 
     def session(self, code: str, *, mode: Mode = "function") -> "Session":

@@ -27,7 +27,6 @@ import os
 import random
 import resource
 import select
-import shutil
 import signal
 import sys
 import time
@@ -370,7 +369,7 @@ class Zygote:
 
     def fork(self):
         """A spare child: unprivileged, limited, in a fresh work dir, waiting for its program."""
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        remove_tree(self.workdir)
         os.makedirs(self.workdir)
         if self.cfg.get("uid") is not None:
             os.chown(self.workdir, self.cfg["uid"], self.cfg["gid"])
@@ -414,7 +413,6 @@ class Zygote:
             os.setgroups([])
             os.setgid(cfg["gid"])
             os.setuid(cfg["uid"])
-        set_no_new_privs()
         os.chdir(self.workdir)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         random.seed(0)
@@ -580,24 +578,30 @@ class Proc:
         self.replies = bytearray()
 
 
-_libc = None
+def remove_tree(path):
+    """Delete a directory tree without recursion (and without importing shutil).
 
-
-def set_no_new_privs():
-    """PR_SET_NO_NEW_PRIVS: nothing the program executes can gain privileges."""
-    if _libc is not None:
-        _libc.prctl(38, 1, 0, 0, 0)
-
-
-def load_libc():
-    """libc through ctypes, for prctl; optional, since the isolation does not rely on it."""
-    global _libc
+    A program may nest directories deeper than the recursion limit or ``PATH_MAX``; when the
+    tree cannot be removed, the zygote exits, and the worker restarts with a fresh tmpfs.
+    """
+    stack = [path]
     try:
-        import ctypes
-
-        _libc = ctypes.CDLL(None, use_errno=True)
-    except Exception:
-        _libc = None
+        while stack:
+            entries = list(os.scandir(stack[-1]))
+            subdirs = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+            for entry in entries:
+                if not entry.is_dir(follow_symlinks=False):
+                    os.unlink(entry.path)
+            if subdirs:
+                stack += subdirs
+            else:
+                os.rmdir(stack.pop())
+    except FileNotFoundError:
+        if stack and stack[-1] == path:
+            return
+        os._exit(3)
+    except OSError:
+        os._exit(3)
 
 
 def main():
@@ -609,9 +613,6 @@ def main():
             return
         line += byte
     cfg = json.loads(line)
-    load_libc()
-    if _libc is not None:
-        _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us to be reaped
     builtins.exit = builtins.quit = sys.exit  # -S skips site, which normally provides them
     Child.warm_up()
     gc.freeze()  # forked children then leave the zygote's objects alone (fewer copy-on-write faults)
