@@ -131,9 +131,10 @@ class CodeEnv(TextEnv):
         return False, self.last_verification or {"reason": "the episode was truncated before any submission"}
 
     def step(self, action: Any):
-        self.last_verification = None
+        """TextEnv's step, plus ``info["verification"]`` after every submission, not only the last."""
+        attempts = self.attempts
         obs, reward, terminated, truncated, info = super().step(action)
-        if "verification" not in info and self.last_verification is not None:
+        if "verification" not in info and self.attempts > attempts:
             info["verification"] = self.last_verification
         return obs, reward, terminated, truncated, info
 
