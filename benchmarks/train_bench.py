@@ -1,0 +1,210 @@
+"""GRPO step time, tokens/s and peak memory: textgym's torch and JAX backends vs TRL's GRPOTrainer.
+
+One run, same tiny checkpoint, same single-turn Sudoku 4x4 prompts (the compact template's
+rendering), same batch (``--prompts`` x ``--group-size`` completions of at most
+``--max-new-tokens``), same objective settings (token-mean loss, no KL, one iteration, lr,
+temperature 1) and the same CPU thread count. A GRPO step is everything between two updates:
+sampling the group completions, scoring them and the update. Each framework runs in its own
+process (TRL from its own virtualenv), so peak RSS is per framework.
+
+    /work/venv/bin/python benchmarks/train_bench.py --trl-python /work/bench-venvs/trl/bin/python
+
+The TRL worker imports neither textgym nor gymnasium: its reward compares the digits after
+``<answer>`` with the solution, which is what the Sudoku verifier decides for a one-turn episode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ENV_ID = "textgym/Sudoku-v0"
+ENV_KWARGS = {"size": 4, "blanks": 4, "max_turns": 1}
+
+
+# ----- the driver (runs in textgym's venv) -----
+
+
+def prepare(workdir: Path, prompts: int, steps: int) -> tuple[Path, Path]:
+    """The tiny checkpoint and the prompts file (text, ids, solution) every worker reads."""
+    import gymnasium as gym
+
+    import textgym  # noqa: F401
+    from textgym.algos import runtime, tiny
+    from textgym.wrappers import TokenObservation
+
+    model = tiny.resolve("tiny", workdir)
+    tokenizer = runtime.load_tokenizer(model)
+    env = TokenObservation(gym.make(ENV_ID, **ENV_KWARGS), tokenizer, chat_template=tiny.compact_chat_template())
+    rows = []
+    for seed in range(prompts * (steps + 1)):
+        ids, _ = env.reset(seed=seed)
+        rows.append({"seed": seed, "prompt": tokenizer.decode(ids.tolist()), "solution": env.unwrapped.task.answer})
+    path = workdir / "prompts.json"
+    path.write_text(json.dumps(rows), encoding="utf-8")
+    return model, path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=6, help="GRPO steps per framework (the first is warm-up)")
+    parser.add_argument("--prompts", type=int, default=4, help="prompts per step")
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--lr", type=float, default=2e-4)
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads of every framework")
+    parser.add_argument("--trl-python", default="/work/bench-venvs/trl/bin/python", help="python of the TRL virtualenv")
+    parser.add_argument("--only", nargs="*", default=["torch", "jax", "trl"], choices=["torch", "jax", "trl"])
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model, prompts = prepare(Path(tmp), args.prompts, args.steps)
+        common = ["--model", str(model), "--prompts-file", str(prompts), "--steps", str(args.steps), "--prompts", str(args.prompts),
+                  "--group-size", str(args.group_size), "--max-new-tokens", str(args.max_new_tokens), "--lr", str(args.lr),
+                  "--threads", str(args.threads)]
+        results = {}
+        for name in args.only:
+            python = args.trl_python if name == "trl" else sys.executable
+            env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(args.threads))
+            if name == "jax":
+                env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" if args.threads == 1 else ""
+            done = subprocess.run([python, __file__, "worker", name, *common], env=env, capture_output=True, text=True)
+            if done.returncode:
+                sys.exit(f"{name} worker failed:\n{done.stderr[-4000:]}")
+            results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+            print(name, results[name], file=sys.stderr, flush=True)
+    print(table(results, args))
+
+
+def table(results: dict, args: argparse.Namespace) -> str:
+    names = {"torch": "textgym torch", "jax": "textgym JAX", "trl": "TRL GRPOTrainer"}
+    trl = results.get("trl")
+    lines = [
+        f"{args.prompts} prompts x {args.group_size} completions (<= {args.max_new_tokens} tokens), {args.steps - 1} timed steps, "
+        f"{args.threads} thread(s)",
+        "",
+        "| framework | step time (median s) | completion tokens/s | peak RSS (MiB) | speed vs TRL |",
+        "|---|---|---|---|---|",
+    ]
+    for key, r in results.items():
+        ratio = f"{trl['step_s'] / r['step_s']:.2f}x" if trl else "n/a"
+        lines.append(f"| {names[key]} | {r['step_s']:.2f} | {r['tokens_per_s']:.0f} | {r['peak_rss_mib']:.0f} | {ratio} |")
+    return "\n".join(lines)
+
+
+# ----- workers -----
+
+
+def worker_textgym(args: argparse.Namespace, backend_name: str) -> dict:
+    import numpy as np
+
+    from textgym.algos import runtime, tiny
+    from textgym.algos.grpo import GRPOConfig, pack
+    from textgym.policies.model import ModelPolicy
+    from textgym.rollout import collect
+
+    backend = runtime.load_backend(backend_name, args.threads)
+    policy = backend.load_policy(args.model)
+    config = GRPOConfig(group_size=args.group_size, lr=args.lr, max_new_tokens=args.max_new_tokens, max_length=512,
+                        micro_batch_size=args.prompts * args.group_size, kl_beta=0.0, loss_aggregation="token-mean")
+    learner = backend.Learner(policy, config)
+    tokenizer = runtime.load_tokenizer(args.model)
+    episodes = args.prompts * args.group_size
+    venv = runtime.token_venv(ENV_ID, ENV_KWARGS, tokenizer, tiny.compact_chat_template(), episodes)
+    times, tokens = [], []
+    for step in range(args.steps):
+        t0 = time.perf_counter()
+        actor = ModelPolicy(policy, max_new_tokens=args.max_new_tokens, temperature=1.0, seed=step)
+        rollouts = collect(venv, actor, seeds=range(step * args.prompts, (step + 1) * args.prompts), group_size=args.group_size)
+        learner.train_step(pack([runtime.policy_prefix(r) for r in rollouts], config, pad_id=policy.pad_id))
+        times.append(time.perf_counter() - t0)
+        tokens.append(int(sum(int(np.sum(r.loss_mask)) for r in rollouts)))
+    venv.close()
+    return summarize(times, tokens)
+
+
+def worker_trl(args: argparse.Namespace) -> dict:
+    import re
+
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    torch.set_num_threads(args.threads)
+    rows = json.loads(Path(args.prompts_file).read_text(encoding="utf-8"))[: args.prompts * args.steps]
+    dataset = Dataset.from_list([{"prompt": r["prompt"], "solution": r["solution"]} for r in rows])
+
+    def sudoku_reward(completions, solution, **_):
+        """1.0 when the digits after the last <answer> are the solution's (the verifier's one-turn rule)."""
+        out = []
+        for text, want in zip(completions, solution):
+            answer = text.rsplit("<answer>", 1)[-1].split("</answer>")[0] if "<answer>" in text else ""
+            out.append(float(re.sub(r"[^0-9]", "", answer) == re.sub(r"[^0-9]", "", want)))
+        return out
+
+    times, tokens, starts = [], [], []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, *a, **k):
+            starts.append(time.perf_counter())
+
+        def on_step_end(self, *a, **k):
+            times.append(time.perf_counter() - starts[-1])
+
+        def on_log(self, _args, _state, _control, logs=None, **k):
+            if logs and "completions/mean_length" in logs:
+                tokens.append(int(logs["completions/mean_length"] * args.prompts * args.group_size))
+
+    config = GRPOConfig(
+        output_dir=tempfile.mkdtemp(), per_device_train_batch_size=args.prompts * args.group_size,
+        num_generations=args.group_size, max_completion_length=args.max_new_tokens, learning_rate=args.lr, beta=0.0,
+        num_iterations=1, temperature=1.0, loss_type="dapo", use_cpu=True, bf16=False, logging_steps=1,
+        report_to="none", save_strategy="no", max_steps=args.steps, shuffle_dataset=False, seed=0,
+    )
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    trainer = GRPOTrainer(model=model, reward_funcs=sudoku_reward, args=config, train_dataset=dataset,
+                          processing_class=tokenizer, callbacks=[Clock()])
+    trainer.train()
+    return summarize(times, tokens)
+
+
+def summarize(times: list[float], tokens: list[int]) -> dict:
+    timed, counted = times[1:], tokens[1 : len(times)]
+    step = statistics.median(timed)
+    return {
+        "step_s": step,
+        "tokens_per_s": sum(counted) / sum(timed[: len(counted)]) if counted else 0.0,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "steps": len(times),
+    }
+
+
+def worker_main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("framework", choices=["torch", "jax", "trl"])
+    for flag in ("--model", "--prompts-file"):
+        parser.add_argument(flag, required=True)
+    for flag in ("--steps", "--prompts", "--group-size", "--max-new-tokens", "--threads"):
+        parser.add_argument(flag, type=int, required=True)
+    parser.add_argument("--lr", type=float, required=True)
+    args = parser.parse_args(argv)
+    result = worker_trl(args) if args.framework == "trl" else worker_textgym(args, args.framework)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        worker_main(sys.argv[2:])
+    else:
+        main()
