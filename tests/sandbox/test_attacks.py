@@ -251,6 +251,8 @@ def test_always_equal_objects_never_pass(box, passes, code):
         # a forged reply on every descriptor the program might guess for the result pipe, with
         # pass markers: only the value counts, and a forged value is no more than returning it
         "import os\ndef f():\n    for fd in range(3, 30):\n        try:\n            os.write(fd, b'{\"id\": 0, \"value\": 41, \"passed\": true, \"ok\": true}\\n')\n        except OSError:\n            pass\n    return 0\n",
+        # garbage and replies for other calls: the host accepts one well-formed reply per call id
+        "import os\ndef f():\n    for fd in range(3, 30):\n        try:\n            os.write(fd, b'garbage\\n{\"op\": \"call\", \"id\": 7, \"value\": 42}\\n\\xff\\n')\n        except OSError:\n            pass\n    return 0\n",
     ],
 )
 def test_fake_markers_never_pass(passes, code):

@@ -117,7 +117,7 @@ class Worker:
                         raise WorkerDied("the sandbox worker exited", replies)
                     self._buffer += chunk
                     *lines, self._buffer = self._buffer.split(b"\n")
-                    replies.extend(json.loads(line) for line in lines)
+                    replies.extend(_reply(line) for line in lines)
         return replies
 
     def stop(self) -> None:
@@ -144,3 +144,12 @@ class Worker:
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
+
+
+def _reply(line: bytes) -> dict[str, Any]:
+    """One reply; a call's reply is the program's own line, so anything but an object is refused."""
+    try:
+        reply = json.loads(line)
+    except ValueError:
+        reply = None
+    return reply if isinstance(reply, dict) else {"op": "invalid", "error": "the program sent a malformed reply"}

@@ -147,7 +147,7 @@ class Child:
             view = view[os.write(self.results, view):]
 
     def run(self, req):
-        reply = {"id": req["id"]}
+        reply = {"op": "call", "id": req["id"]}
         try:
             if req["kind"] == "stdio":
                 reply.update(self.run_stdio(req.get("input", "")))
@@ -239,14 +239,15 @@ class Zygote:
         self.send({"ready": True})
         self.stdout.flush()
         while True:
-            req = self.next_request(block=True)
-            if req is None:
+            got = self.next_request(block=True)
+            if got is None:
                 break
-            op = req.get("op") if isinstance(req, dict) else None
+            req = got[0]
+            op = req.get("op")
             if op == "open":
                 self.open(req)
             elif op == "call":
-                self.run_calls([req, *self.queued_calls()], sent=False)
+                self.run_calls([got, *self.queued_calls()], sent=False)
             elif op == "close":
                 self.send(self.close())
             else:
@@ -260,7 +261,8 @@ class Zygote:
         self.kill_all()
 
     def next_request(self, block):
-        """The next JSON request from the host; None at end of input (or, unblocked, if none waits)."""
+        """The next request from the host as ``(parsed, raw line)``; None at end of input (or,
+        unblocked, when none is waiting)."""
         if self.backlog:
             return self.backlog.popleft()
         while b"\n" not in self.inbox:
@@ -275,9 +277,10 @@ class Zygote:
         line, _, rest = bytes(self.inbox).partition(b"\n")
         self.inbox = bytearray(rest)
         try:
-            return json.loads(line)
+            req = json.loads(line)
         except ValueError:
-            return {"op": "bad"}
+            req = None
+        return (req if isinstance(req, dict) else {"op": "bad"}), line + b"\n"
 
     def send(self, reply):
         """Queue one reply; they are flushed before the zygote waits for the host again."""
@@ -298,37 +301,41 @@ class Zygote:
         self.run_calls(batch, sent=True)
 
     def queued_calls(self):
-        """The calls the host already sent right behind the current request."""
+        """The calls (``(parsed, raw line)``) the host already sent right behind this request."""
         batch = []
         while True:
             peek = self.next_request(block=False)
             if peek is None:
                 return batch
-            if not (isinstance(peek, dict) and peek.get("op") == "call"):
+            if peek[0].get("op") != "call":
                 self.backlog.appendleft(peek)
                 return batch
             batch.append(peek)
 
     def run_calls(self, batch, sent):
-        """Answer every call of ``batch`` in order; ``sent``: already forwarded to the child."""
+        """Answer every call of ``batch`` in order; ``sent``: already forwarded to the child.
+
+        The host's request lines go to the child and the child's reply lines back to the host
+        as they are, one line per call, without parsing: the host checks each reply's id and
+        shape, and our own replies (time limit, crash, ...) replace the child's where it failed.
+        """
         while batch:
             if not sent or self.child is None:
                 error = self.cannot_run()
                 if error is not None:
-                    for req in batch:
+                    for req, _ in batch:
                         self.send({"op": "call", "id": req.get("id"), **error})
                     return
-                self.child.pending += _lines(batch)
+                self.child.pending += b"".join(raw for _, raw in batch)
             sent = False  # after a death, what is left goes to a fresh child
             proc = self.child
             while batch and proc is self.child:
-                req = batch.pop(0)
+                req, _ = batch.pop(0)
                 answer = self.wait_reply(float(self.cfg["call_timeout"]))
-                if "id" in answer and answer.get("id") != req.get("id"):
-                    self.kill_all()
-                    answer = {"error": "the program broke the harness protocol"}
-                answer.pop("id", None)
-                self.send({"op": "call", "id": req.get("id"), **answer})
+                if isinstance(answer, bytes):
+                    self.stdout.write(answer + b"\n")
+                else:
+                    self.send({"op": "call", "id": req.get("id"), **answer})
 
     def cannot_run(self):
         """Why calls cannot run now (as a reply), or None once a loaded child is ready."""
@@ -359,8 +366,10 @@ class Zygote:
         if self.spare is None:
             self.spare = self.fork()
         self.child, self.spare = self.spare, None
-        self.child.pending += _lines([self.program, *prefetch])
+        self.child.pending += (json.dumps(self.program) + "\n").encode() + b"".join(raw for _, raw in prefetch)
         answer = self.wait_reply(float(self.cfg["call_timeout"]))
+        if isinstance(answer, bytes):
+            answer = _as_dict(answer)
         if not answer.get("loaded"):
             self.load_error = answer.get("error") or "the program did not load"
             self.kill_all()
@@ -419,7 +428,8 @@ class Zygote:
         Child(req_r, res_w, cfg).serve()
 
     def wait_reply(self, timeout):
-        """Read one JSON line from the child within ``timeout`` (and the submission deadline)."""
+        """One line from the child within ``timeout`` (and the submission deadline), as bytes;
+        or, when it failed to answer, our own reply as a dict."""
         proc = self.child
         end = min(time.monotonic() + timeout, self.deadline)
         buf = proc.replies
@@ -456,14 +466,7 @@ class Zygote:
                 return {"error": f"the result is larger than {limit} bytes", "output_limit": True}
         line, _, rest = bytes(buf).partition(b"\n")
         proc.replies = bytearray(rest)
-        try:
-            answer = json.loads(line)
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict):
-            self.kill_all()
-            return {"error": "the program broke the harness protocol"}
-        return answer
+        return line
 
     def feed(self, proc):
         """Write what the child has not read yet; False if it closed its end."""
@@ -565,8 +568,12 @@ class Zygote:
                 return
 
 
-def _lines(messages):
-    return b"".join((json.dumps(m) + "\n").encode() for m in messages)
+def _as_dict(line):
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        answer = None
+    return answer if isinstance(answer, dict) else {"error": "the program broke the harness protocol"}
 
 
 class Proc:
