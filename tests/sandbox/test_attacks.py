@@ -301,3 +301,17 @@ def test_directory_nest_deeper_than_path_max_is_cleaned_up(box, passes):
     assert box.run(nest, [Call(name="f")]).results[0].value == 42
     listing = box.run("import os\ndef f():\n    return os.listdir('.')\n", [Call(name="f")]).results[0]
     assert listing.value == []
+
+
+def test_deeply_nested_forged_reply_is_refused(box, passes):
+    code = (
+        "import os\n"
+        "def f():\n"
+        "    for fd in range(3, 30):\n"
+        "        try:\n"
+        "            os.write(fd, b'{\"op\": \"call\", \"id\": 0, \"value\": ' + b'[' * 200000 + b'\\n')\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    return 0\n"
+    )
+    assert not passes(code, 42)

@@ -150,6 +150,6 @@ def _reply(line: bytes) -> dict[str, Any]:
     """One reply; a call's reply is the program's own line, so anything but an object is refused."""
     try:
         reply = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a forged line nested too deeply
         reply = None
     return reply if isinstance(reply, dict) else {"op": "invalid", "error": "the program sent a malformed reply"}

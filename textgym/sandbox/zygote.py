@@ -33,7 +33,6 @@ import time
 import traceback
 
 SOLUTION_FILE = "solution.py"
-_FENCE = 0x7FFFFFFF
 
 
 # ----------------------------------------------------------------- typed plain values ---
@@ -63,7 +62,7 @@ def encode(value, depth=0):
 
 
 def decode(tree):
-    """Inverse of ``encode`` for call arguments sent by the host (also tagged)."""
+    """Inverse of :func:`encode`: builtin values again (call arguments here, results on the host)."""
     if isinstance(tree, list):
         return [decode(v) for v in tree]
     if isinstance(tree, dict):
