@@ -315,3 +315,34 @@ def test_deeply_nested_forged_reply_is_refused(box, passes):
         "    return 0\n"
     )
     assert not passes(code, 42)
+
+
+def test_kernel_interfaces_are_filtered(box):
+    if not box.backend.seccomp:
+        pytest.skip("no seccomp filter on this architecture")
+    code = (
+        "import ctypes, os, threading\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "def f(nr, *args):\n"
+        "    ret = libc.syscall(nr, *args)\n"
+        "    return ret, ctypes.get_errno()\n"
+        "def g():\n"
+        "    t = threading.Thread(target=lambda: None)\n"
+        "    t.start()\n"
+        "    t.join()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        os._exit(0)\n"
+        "    return os.waitpid(pid, 0)[1]\n"
+    )
+    calls = [
+        Call(name="f", args=[272, 0x10000000]),  # unshare(CLONE_NEWUSER)
+        Call(name="f", args=[101, 0, 0, 0, 0]),  # ptrace(PTRACE_TRACEME)
+        Call(name="f", args=[321, 0, 0, 0]),  # bpf
+        Call(name="f", args=[425, 1, 0]),  # io_uring_setup
+        Call(name="f", args=[56, 0x10000000 | 17, 0, 0, 0, 0]),  # clone(CLONE_NEWUSER | SIGCHLD)
+        Call(name="g"),  # threads and plain fork still work
+    ]
+    results = box.run(code, calls).results
+    assert [r.value for r in results[:5]] == [(-1, 1)] * 5  # EPERM
+    assert results[5].value == 0

@@ -23,6 +23,7 @@ from typing import Literal
 
 from textgym.error import SandboxUnavailable
 from textgym.sandbox.limits import Limits
+from textgym.sandbox.seccomp import filter_program
 
 BackendName = Literal["auto", "bwrap", "unsafe"]
 ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zygote.py")
@@ -102,14 +103,18 @@ class Backend:
     name: str
     isolated: bool
     uid: int | None
+    seccomp: bool = False
 
-    def command(self, limits: Limits) -> tuple[list[str], dict]:
-        """The command line of one worker and the zygote's configuration line."""
+    def command(self, limits: Limits) -> tuple[list[str], dict, list[int]]:
+        """The command line of one worker, the zygote's configuration, and the descriptors to
+        pass on (the seccomp filter's); the caller closes those once the worker has started."""
         if self.name == "bwrap":
-            return bwrap_command(limits, privileged=self.uid is not None), self._config(limits, WORKDIR)
+            fds = [seccomp_pipe()] if self.seccomp else []
+            cmd = bwrap_command(limits, privileged=self.uid is not None, seccomp_fd=fds[0] if fds else None)
+            return cmd, self._config(limits, WORKDIR), fds
         workdir = tempfile.mkdtemp(prefix="textgym-sandbox-")
         os.chmod(workdir, 0o711)  # the dropped child must reach its run dir inside
-        return [sys.executable, "-S", "-s", "-B", ZYGOTE], self._config(limits, os.path.join(workdir, "run"))
+        return [sys.executable, "-S", "-s", "-B", ZYGOTE], self._config(limits, os.path.join(workdir, "run")), []
 
     def _config(self, limits: Limits, workdir: str) -> dict:
         return {
@@ -121,7 +126,15 @@ class Backend:
         }
 
 
-def bwrap_command(limits: Limits, *, privileged: bool) -> list[str]:
+def seccomp_pipe() -> int:
+    """A pipe's read end holding the seccomp filter, for ``bwrap --seccomp FD``."""
+    read, write = os.pipe()
+    os.write(write, filter_program())
+    os.close(write)
+    return read
+
+
+def bwrap_command(limits: Limits, *, privileged: bool, seccomp_fd: int | None = None) -> list[str]:
     """The bubblewrap command that starts one zygote.
 
     As root, bwrap creates the namespaces itself and the zygote keeps only ``ZYGOTE_CAPS`` so
@@ -146,6 +159,8 @@ def bwrap_command(limits: Limits, *, privileged: bool) -> list[str]:
     if os.path.isdir(site):  # third-party packages stay outside
         cmd += ["--tmpfs", f"{SANDBOX_PYTHON}/lib/{layout.version}/site-packages"]
     cmd += ["--proc", "/proc", "--dev", "/dev"]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
     cmd += ["--size", str(limits.tmp_size), "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv"]
     for key, value in {
         "PYTHONHASHSEED": "0",
@@ -182,8 +197,20 @@ def resolve_backend(name: BackendName = "auto") -> Backend:
     if shutil.which("bwrap") is None:
         raise SandboxUnavailable(f"no sandbox available: bwrap (bubblewrap) is not installed; {INSTALL_HINT}")
     privileged = os.geteuid() == 0
-    probe = bwrap_command(Limits(), privileged=privileged)[:-1] + ["-c", "pass"]
-    result = subprocess.run(probe, capture_output=True, text=True, timeout=30, check=False)
-    if result.returncode != 0:
-        raise SandboxUnavailable(f"no sandbox available: bwrap failed ({result.stderr.strip()[:300]}); {INSTALL_HINT}")
-    return Backend("bwrap", isolated=True, uid=NOBODY if privileged else None)
+    seccomp = filter_program() is not None and _probe(privileged, seccomp=True) is None
+    error = None if seccomp else _probe(privileged, seccomp=False)
+    if error is not None:
+        raise SandboxUnavailable(f"no sandbox available: bwrap failed ({error[:300]}); {INSTALL_HINT}")
+    return Backend("bwrap", isolated=True, uid=NOBODY if privileged else None, seccomp=seccomp)
+
+
+def _probe(privileged: bool, *, seccomp: bool) -> str | None:
+    """Start the sandbox's interpreter once; bwrap's error message if that fails."""
+    fd = seccomp_pipe() if seccomp else None
+    try:
+        cmd = bwrap_command(Limits(), privileged=privileged, seccomp_fd=fd)[:-1] + ["-c", "pass"]
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False, pass_fds=[fd] if seccomp else ())
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return None if result.returncode == 0 else result.stderr.strip() or f"exit status {result.returncode}"

@@ -52,7 +52,7 @@ class Worker:
 
     def start(self) -> None:
         self._owner = os.getpid()
-        cmd, config = self.backend.command(self.limits)
+        cmd, config, fds = self.backend.command(self.limits)
         if not self.backend.isolated:
             self._workdir = os.path.dirname(config["workdir"])
         self.cgroup = cgroups.create(f"{os.getpid()}-{next(_names)}", self.limits)
@@ -61,15 +61,20 @@ class Worker:
             joins = "; ".join(f"echo $$ > {shlex.quote(p)}" for p in self.cgroup.procs_files)
             cmd = ["/bin/sh", "-c", f'set -e; {joins}; exec "$@"', "sh", *cmd]
         env = {"PYTHONHASHSEED": "0", "PATH": os.defpath, "LANG": "C.UTF-8", "HOME": config["workdir"]}
-        self.proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=fds,
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
         self._buffer = b""
         try:
             ready = self.exchange([config], START_TIMEOUT)[0]
