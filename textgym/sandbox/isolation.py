@@ -4,7 +4,7 @@ A :class:`Backend` turns the zygote script into a command line and says what the
 assume (its own PID namespace, a uid to drop to, a private tmp dir). ``bwrap`` gives each worker
 fresh PID, network, IPC, UTS and mount namespaces whose file system holds only the interpreter,
 its standard library and the shared libraries those need, read-only, plus a small private
-tmpfs. ``unsafe`` runs the same zygote with resource limits but no namespaces and exists only
+tmpfs, and (on x86-64) a seccomp filter (:mod:`textgym.sandbox.seccomp`). ``unsafe`` runs the same zygote with resource limits but no namespaces and exists only
 for machines without bubblewrap, behind an explicit opt-in.
 """
 
