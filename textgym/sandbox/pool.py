@@ -217,7 +217,10 @@ class Session:
         except (TypeError, ValueError) as exc:
             return CallResult(error=f"the test's arguments cannot be sent to the sandbox: {exc}")
         self._next_id += 1
-        return CallResult.from_reply(self._send(request, self._sandbox.limits.call_timeout))
+        reply = self._send(request, self._sandbox.limits.call_timeout)
+        if reply.get("op") == "call" and reply.get("id") != request["id"]:
+            return CallResult(error="the program broke the harness protocol")
+        return CallResult.from_reply(reply)
 
     def close(self) -> str:
         """Kill the program and everything it started; return its console output."""
