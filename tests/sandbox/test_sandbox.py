@@ -126,7 +126,10 @@ def test_workers_leave_no_cgroup_behind():
     with Sandbox(workers=1) as pool:
         pool.run("def f():\n    return 1\n", [Call(name="f")])
         (worker,) = pool._all
-        dirs = worker.cgroup.dirs if worker.cgroup else ()
+        if worker.cgroup is None:
+            pytest.skip("no writable cgroup hierarchy here (not root, or cgroupfs read-only)")
+        dirs = worker.cgroup.dirs
+        assert all(os.path.exists(d) for d in dirs)
     assert dirs and not any(os.path.exists(d) for d in dirs)
 
 
