@@ -188,3 +188,19 @@ def test_vector_env_runs_the_oracle(mode):
         assert list(rewards) == [1.0, 1.0] and all(terminated)
     finally:
         venv.close()
+
+
+def test_refuses_without_isolation_unless_unsafe_is_chosen(monkeypatch):
+    from textgym.error import SandboxUnavailable
+    from textgym.sandbox import Limits, isolation
+
+    isolation.resolve_backend.cache_clear()
+    monkeypatch.setattr(isolation.shutil, "which", lambda name: None)
+    try:
+        with pytest.raises(SandboxUnavailable, match="bubblewrap"):
+            CodeEnv(limits=Limits(call_timeout=1.25))  # limits no other test uses: a new sandbox
+        env = CodeEnv(backend="unsafe", limits=Limits(call_timeout=1.25))
+        env.reset(seed=0)
+        assert env.step(env.oracle_action())[1] == 1.0
+    finally:
+        isolation.resolve_backend.cache_clear()
