@@ -20,10 +20,10 @@ import numpy as np
 from flax import nnx
 
 from textgym.algos.grpo import bucket_length
+from textgym.algos.jax import sampler
 from textgym.algos.jax.config import ModelConfig
 from textgym.algos.jax.model import positions_from_mask, token_logprobs
 from textgym.algos.jax.params import abstract_model, export_params, load_params
-from textgym.algos.jax import sampler
 
 _UNBOUNDED = 1 << 30
 
