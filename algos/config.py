@@ -40,6 +40,8 @@ class SFTConfig:
         output_dir: Where the run writes ``final/`` (a HF directory) and ``sft_metrics.jsonl``.
         steps: Optimiser steps.
         demos: Oracle episodes collected (seeds ``SFT_SEED_OFFSET + i``), cycled through in order.
+        oracle_kwargs: Keyword arguments of the env's ``oracle_action`` (``None``: the recipe's,
+            else none); Sudoku's ``{"place": 16}`` demonstrates ``place`` calls, not the grid.
         batch_size: Demonstration episodes per step.
         lr: Peak AdamW learning rate (linear warm-up over the first 10% of steps, cosine decay).
         max_length: Longest packed sequence in tokens.
@@ -61,6 +63,7 @@ class SFTConfig:
     output_dir: str = "runs/sft"
     steps: int | None = None
     demos: int | None = None
+    oracle_kwargs: dict[str, Any] | None = None
     batch_size: int = 16
     lr: float | None = None
     max_length: int = 1024
@@ -101,6 +104,7 @@ class TrainConfig:
         sft_steps: Optimiser steps of the SFT warm start before GRPO (0: none; ``None``: recipe).
         sft_demos: Oracle demonstrations for the warm start (``None``: recipe, else 256).
         sft_lr: Learning rate of the warm start (``None``: recipe, else ``10 * grpo.lr``).
+        sft_oracle_kwargs: See ``SFTConfig.oracle_kwargs``.
         seed: Seeds everything (tiny init, tasks, sampling).
         threads: See :class:`SFTConfig`.
         plot: Write ``curve.png`` (needs matplotlib).
@@ -128,6 +132,7 @@ class TrainConfig:
     sft_steps: int | None = None
     sft_demos: int | None = None
     sft_lr: float | None = None
+    sft_oracle_kwargs: dict[str, Any] | None = None
     seed: int = 0
     threads: int | None = None
     plot: bool = True
@@ -156,6 +161,7 @@ class TrainConfig:
             output_dir=f"{self.output_dir}/sft",
             steps=self.sft_steps,
             demos=self.sft_demos,
+            oracle_kwargs=self.sft_oracle_kwargs,
             lr=self.sft_lr,
             max_length=self.grpo.max_length if self.grpo else 1024,
             micro_batch_size=self.grpo.micro_batch_size if self.grpo else 16,

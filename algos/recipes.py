@@ -16,16 +16,17 @@ from textgym.algos.tiny import NAME as TINY
 
 RECIPES: dict[str, dict[str, Any]] = {
     "textgym/Sudoku-v0": {
-        # 4x4 with a few blanks, answered in one turn: prompts of ~110 tokens, answers of ~100.
-        "env_kwargs": {"size": 4, "blanks": 4, "max_turns": 1},
-        "steps": 40,
-        "sft_steps": 150,
-        "sft_demos": 2400,
-        "sft_lr": 2e-3,
+        # 4x4 with one blank, answered in one turn with the grid: prompts of ~130 tokens, answers
+        # of ~100 (copy 15 givens from the prompt, infer one digit).
+        "env_kwargs": {"size": 4, "blanks": 1, "max_turns": 1},
+        "steps": 30,
+        "sft_steps": 400,
+        "sft_demos": 2000,
+        "sft_lr": 3e-3,
         "threads": 1,
         "grpo": {
             "group_size": 8,
-            "lr": 2e-4,
+            "lr": 3e-4,
             "max_new_tokens": 128,
             "max_length": 512,
             "micro_batch_size": 32,
@@ -63,6 +64,8 @@ def resolve_train(config: TrainConfig) -> TrainConfig:
             changes[name] = rec.get(name, GENERIC[name])
     if config.threads is None:
         changes["threads"] = rec.get("threads")
+    if config.sft_oracle_kwargs is None:
+        changes["sft_oracle_kwargs"] = rec.get("oracle_kwargs")
     if config.sft_lr is None:
         changes["sft_lr"] = rec.get("sft_lr", 10 * (changes.get("grpo") or config.grpo).lr)
     return dataclasses.replace(config, **changes)
@@ -82,4 +85,6 @@ def resolve_sft(config: SFTConfig) -> SFTConfig:
         changes["lr"] = rec.get("sft_lr", 1e-4)
     if config.threads is None:
         changes["threads"] = rec.get("threads")
+    if config.oracle_kwargs is None:
+        changes["oracle_kwargs"] = rec.get("oracle_kwargs")
     return dataclasses.replace(config, **changes)

@@ -24,6 +24,19 @@ from textgym.algos.metrics import MetricsLog, progress_bar
 from textgym.rollout import Rollout
 
 
+class _Oracle:
+    """:class:`~textgym.policies.oracle.OraclePolicy` with keyword arguments for ``oracle_action``
+    (Sudoku's ``place=k`` demonstrates tool calls instead of the answer grid)."""
+
+    def __init__(self, venv: Any, kwargs: dict[str, Any]):
+        self.venv, self.kwargs = venv, kwargs
+
+    def act(self, observations: Sequence[Any], infos: Any = None) -> Any:
+        from textgym.policies.base import PolicyOutput
+
+        return PolicyOutput(list(self.venv.call("oracle_action", **self.kwargs)))
+
+
 def demonstrations(
     env: str,
     env_kwargs: dict[str, Any],
@@ -31,6 +44,7 @@ def demonstrations(
     template: str | None,
     seeds: Sequence[int],
     num_envs: int,
+    oracle_kwargs: dict[str, Any] | None = None,
 ) -> list[Rollout]:
     """Oracle episodes as token rollouts, with each turn's closing end-of-turn token trained too.
 
@@ -44,7 +58,8 @@ def demonstrations(
 
     venv = runtime.token_venv(env, env_kwargs, tokenizer, template, min(num_envs, len(seeds)))
     try:
-        rollouts = collect(venv, OraclePolicy(venv), seeds=list(seeds), group_size=1, env_id=env)
+        oracle = _Oracle(venv, oracle_kwargs) if oracle_kwargs else OraclePolicy(venv)
+        rollouts = collect(venv, oracle, seeds=list(seeds), group_size=1, env_id=env)
     finally:
         venv.close()
     eos = {tokenizer.convert_tokens_to_ids(tokenizer.eos_token)}
@@ -86,7 +101,7 @@ def sft(config: SFTConfig) -> Path:
     policy = backend.load_policy(model_dir)
     tokenizer = runtime.load_tokenizer(model_dir)
     seeds = [SFT_SEED_OFFSET + i for i in range(config.demos)]
-    demos = demonstrations(config.env, config.env_kwargs, tokenizer, template, seeds, config.num_envs)
+    demos = demonstrations(config.env, config.env_kwargs, tokenizer, template, seeds, config.num_envs, config.oracle_kwargs)
     if not demos:
         raise RuntimeError(f"the oracle of {config.env} solved none of {len(seeds)} demonstration tasks")
     grpo = GRPOConfig(

@@ -42,7 +42,13 @@ def compact_chat_template() -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class TinySize:
-    """The shape of the tiny model; the defaults learn Sudoku 4x4 on 2 CPU cores in minutes.
+    """The shape of the tiny model (~0.3M parameters besides the 270 x 128 embedding).
+
+    Two wide-ish layers rather than more narrow ones, and a low RoPE base: the model's first job on
+    a grid task is to copy digits from a prompt ~130 tokens back, which needs attention that
+    tells offsets apart sharply; ``rope_theta=100`` spreads RoPE's frequencies over exactly those
+    distances (with 10,000 a 64-wide model was still at chance on copying after 800 SFT steps,
+    with 100 it began copying after ~200).
 
     Attributes:
         hidden_size: Width of the residual stream.
@@ -56,12 +62,12 @@ class TinySize:
     """
 
     hidden_size: int = 128
-    intermediate_size: int = 384
-    num_hidden_layers: int = 4
+    intermediate_size: int = 256
+    num_hidden_layers: int = 2
     num_attention_heads: int = 4
     num_key_value_heads: int = 2
     max_position_embeddings: int = 4096
-    rope_theta: float = 10_000.0
+    rope_theta: float = 100.0
     init_std: float = 0.02
 
 

@@ -221,6 +221,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sft-steps", type=int, default=None, help="SFT warm-start steps before GRPO (0: none)")
     parser.add_argument("--sft-demos", type=int, default=None, help="oracle demonstrations for the warm start")
     parser.add_argument("--sft-lr", type=float, default=None, help="warm-start learning rate")
+    parser.add_argument("--sft-oracle-kwargs", type=_json_object, default=None, help="JSON keyword arguments of the env's oracle_action")
     parser.add_argument("--no-plot", dest="plot", action="store_false", help="do not write curve.png")
     grpo = parser.add_argument_group("GRPO (textgym.algos.grpo.GRPOConfig; unset: the tiny recipe's value, else the default)")
     hints = get_type_hints(GRPOConfig)
@@ -261,6 +262,7 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
         sft_steps=args.sft_steps,
         sft_demos=args.sft_demos,
         sft_lr=args.sft_lr,
+        sft_oracle_kwargs=args.sft_oracle_kwargs,
         seed=args.seed,
         threads=args.threads,
         plot=args.plot,
@@ -275,6 +277,7 @@ def add_sft_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-dir", default=None, help="run directory (default runs/<env>-sft-<backend>); the model is written to final/")
     parser.add_argument("--steps", type=int, default=None, help="optimiser steps (default: the tiny recipe's, else 100)")
     parser.add_argument("--demos", type=int, default=None, help="oracle demonstrations to collect")
+    parser.add_argument("--oracle-kwargs", type=_json_object, default=None, help="JSON keyword arguments of the env's oracle_action")
     parser.add_argument("--batch-size", type=int, default=16, help="demonstrations per step")
     parser.add_argument("--lr", type=float, default=None, help="peak learning rate (warm-up, then cosine decay)")
     parser.add_argument("--max-length", type=int, default=1024, help="longest packed sequence in tokens")
@@ -294,6 +297,7 @@ def run_sft(args: argparse.Namespace) -> int:
         output_dir=args.output_dir or _default_dir(args.env, f"sft-{args.backend}"),
         steps=args.steps,
         demos=args.demos,
+        oracle_kwargs=args.oracle_kwargs,
         batch_size=args.batch_size,
         lr=args.lr,
         max_length=args.max_length,
