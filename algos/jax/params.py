@@ -76,7 +76,7 @@ def path_to_hf(path: tuple[Any, ...]) -> tuple[str, bool]:
 def abstract_model(config: ModelConfig) -> tuple[nnx.GraphDef, dict]:
     """The model's graph and its parameters' shapes, without allocating or initialising them."""
     graphdef, state = nnx.split(nnx.eval_shape(lambda: CausalLM(config, rngs=nnx.Rngs(0))))
-    return graphdef, state.to_pure_dict()
+    return graphdef, nnx.to_pure_dict(state)
 
 
 def _flat(tree: dict) -> dict[tuple, Any]:

@@ -111,6 +111,27 @@ def test_logprobs_equal_transformers(checkpoints, family):
     assert np.all(lp[mask == 0] == 0) and np.all(lp[:, 0] == 0)
 
 
+@pytest.mark.parametrize(
+    "rope",
+    [{"rope_type": "default"}, {"rope_type": "linear", "factor": 4.0},
+     {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+      "original_max_position_embeddings": 64}],
+)
+def test_rope_frequencies_equal_transformers(rope):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from textgym.algos.jax.config import ModelConfig
+    from textgym.algos.jax.model import rope_inv_freq
+
+    hf = transformers.LlamaConfig(**SIZES, head_dim=64, rope_parameters=rope | {"rope_theta": 500000.0})
+    if rope["rope_type"] == "default":
+        expected, _ = transformers.models.llama.modeling_llama.LlamaRotaryEmbedding.compute_default_rope_parameters(hf)
+    else:
+        expected, _ = ROPE_INIT_FUNCTIONS[rope["rope_type"]](hf)
+    ours = rope_inv_freq(ModelConfig.from_hf(hf.to_dict()))
+    np.testing.assert_allclose(ours, expected.numpy(), rtol=1e-6)
+
+
 def test_left_and_right_padding_give_the_same_logprobs(checkpoints):
     policy = load_policy(checkpoints["qwen3"][0])
     ids, mask = random_ids(2)
