@@ -21,7 +21,7 @@ from flax import nnx
 
 from textgym.algos.jax.config import ModelConfig
 
-# One layer's cache: keys and values, each (B, S, K, D).
+# One layer's cache: keys and values, each (B, K, S, D).
 LayerCache = tuple[jax.Array, jax.Array]
 
 
@@ -96,17 +96,23 @@ class Attention(nnx.Module):
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        # Heads-major layout (B, K, T, D): the attention matmuls then batch over leading axes, which
+        # XLA's CPU backend runs ~2x faster (forward and backward) than the token-major einsum.
+        k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
         if cache is not None:
-            k = jax.lax.dynamic_update_slice_in_dim(cache[0], k.astype(cache[0].dtype), cache_index, axis=1)
-            v = jax.lax.dynamic_update_slice_in_dim(cache[1], v.astype(cache[1].dtype), cache_index, axis=1)
+            k = jax.lax.dynamic_update_slice_in_dim(cache[0], k.astype(cache[0].dtype), cache_index, axis=2)
+            v = jax.lax.dynamic_update_slice_in_dim(cache[1], v.astype(cache[1].dtype), cache_index, axis=2)
             cache = (k, v)
         groups = self.num_heads // self.num_kv_heads
-        q = q.reshape(b, t, self.num_kv_heads, groups, self.head_dim)  # (B, T, K, G, D)
-        scores = jnp.einsum("btkgd,bskd->bkgts", q, k.astype(q.dtype)).astype(jnp.float32)
-        scores = scores / math.sqrt(self.head_dim)
+        # Query head h = k * G + g uses KV head k (HF's repeat_kv order).
+        q = q.reshape(b, t, self.num_kv_heads, groups, self.head_dim).transpose(0, 2, 3, 1, 4)  # (B, K, G, T, D)
+        q = q.reshape(b, self.num_kv_heads, groups * t, self.head_dim)
+        scores = jnp.einsum("bkqd,bksd->bkqs", q, k.astype(q.dtype)).astype(jnp.float32) / math.sqrt(self.head_dim)
+        scores = scores.reshape(b, self.num_kv_heads, groups, t, -1)  # (B, K, G, T, S)
         scores = jnp.where(mask[:, None, None], scores, jnp.finfo(jnp.float32).min)
-        probs = jax.nn.softmax(scores, axis=-1).astype(q.dtype)  # (B, K, G, T, S)
-        out = jnp.einsum("bkgts,bskd->btkgd", probs, v.astype(q.dtype)).reshape(b, t, -1)
+        probs = jax.nn.softmax(scores, axis=-1).astype(q.dtype).reshape(b, self.num_kv_heads, groups * t, -1)
+        out = jnp.einsum("bkqs,bksd->bkqd", probs, v.astype(q.dtype))  # (B, K, G*T, D)
+        out = out.reshape(b, self.num_kv_heads, groups, t, self.head_dim).transpose(0, 3, 1, 2, 4).reshape(b, t, -1)
         return self.o_proj(out), cache
 
 
@@ -171,7 +177,7 @@ class CausalLM(nnx.Module):
             positions: ``(B, T)`` RoPE positions.
             attention_mask: ``(B, S)`` 1 on key slots that hold real tokens (``S = T`` without a
                 cache, the cache length with one).
-            cache: Per-layer ``(k, v)`` of shape ``(B, S, K, D)``, or None.
+            cache: Per-layer ``(k, v)`` of shape ``(B, K, S, D)``, or None.
             cache_index: Slot of the first query token.
             last_only: Compute logits for the last position only (prefill needs no others).
 

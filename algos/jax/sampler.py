@@ -70,7 +70,7 @@ def sample_token(logits: jax.Array, key: jax.Array, temperature: jax.Array, top_
 
 def _empty_cache(model, batch: int, cache_len: int, dtype):
     layer = model.layers[0].self_attn
-    shape = (batch, cache_len, layer.num_kv_heads, layer.head_dim)
+    shape = (batch, layer.num_kv_heads, cache_len, layer.head_dim)
     return tuple((jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in model.layers)
 
 
