@@ -214,10 +214,11 @@ def test_generate_is_deterministic_per_seed_and_logprobs_rescore(policy):
         np.testing.assert_allclose(lp, rescored, atol=1e-5)
 
 
-def test_greedy_matches_transformers_generate(small, policy):
-    model = small[1]
+@pytest.mark.parametrize("family", ["small", "llama", "qwen3"])
+def test_greedy_matches_transformers_generate(family, small, checkpoints):
+    path, model = small if family == "small" else checkpoints[family]
     ps = prompts(1)
-    ids, _ = policy.generate(ps, 10, 0.0, 0, eos_ids=())
+    ids, _ = load_policy(path).generate(ps, 10, 0.0, 0, eos_ids=())
     for p, out in zip(ps, ids):
         with torch.no_grad():
             ref = model.generate(torch.tensor(p[None], dtype=torch.long), max_new_tokens=10, do_sample=False,
