@@ -90,7 +90,8 @@ class TrainConfig:
         model: A local Hugging Face model directory, or ``tiny``.
         output_dir: Run directory: checkpoints, ``metrics.jsonl``, ``curve.png``, ``summary.json``.
         steps: GRPO steps (``None``: the recipe's, else 100).
-        prompts_per_step: Task seeds per step; each is played ``grpo.group_size`` times.
+        prompts_per_step: Task seeds per step; each is played ``grpo.group_size`` times
+            (``None``: the recipe's, else 8).
         num_envs: Vector env width (at most the episodes per step).
         vectorization_mode: ``sync`` or ``async`` sub-envs.
         chat_template: See :class:`SFTConfig`.
@@ -119,11 +120,11 @@ class TrainConfig:
     model: str = "tiny"
     output_dir: str = "runs/train"
     steps: int | None = None
-    prompts_per_step: int = 8
+    prompts_per_step: int | None = None
     num_envs: int = 64
     vectorization_mode: VectorMode = "sync"
     chat_template: Template = "auto"
-    eval_episodes: int = 64
+    eval_episodes: int = 128
     eval_every: int = 10
     eval_temperature: float = 0.0
     save_every: int = 10
@@ -143,7 +144,7 @@ class TrainConfig:
         if self.backend not in ("jax", "torch"):
             raise ValueError(f"backend must be 'jax' or 'torch', got {self.backend!r}")
         for name in ("prompts_per_step", "num_envs", "eval_episodes", "eval_every", "save_every"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.stop_after is not None and self.stop_after < 1:
             raise ValueError(f"stop_after must be >= 1 or None, got {self.stop_after}")

@@ -19,7 +19,8 @@ RECIPES: dict[str, dict[str, Any]] = {
         # 4x4 with one blank, answered in one turn with the grid: prompts of ~130 tokens, answers
         # of ~100 (copy 15 givens from the prompt, infer one digit).
         "env_kwargs": {"size": 4, "blanks": 1, "max_turns": 1},
-        "steps": 30,
+        "steps": 60,
+        "prompts_per_step": 16,
         "sft_steps": 400,
         "sft_demos": 2000,
         "sft_lr": 3e-3,
@@ -38,7 +39,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     },
 }
 
-GENERIC: dict[str, Any] = {"env_kwargs": {}, "steps": 100, "sft_steps": 0, "sft_demos": 256, "threads": None}
+GENERIC: dict[str, Any] = {"env_kwargs": {}, "steps": 100, "prompts_per_step": 8, "sft_steps": 0, "sft_demos": 256, "threads": None}
 
 
 def recipe(env: str, model: str) -> dict[str, Any]:
@@ -59,7 +60,7 @@ def resolve_train(config: TrainConfig) -> TrainConfig:
     changes: dict[str, Any] = {}
     if config.grpo is None:
         changes["grpo"] = grpo_config(config.env, config.model)
-    for name in ("env_kwargs", "steps", "sft_steps", "sft_demos"):
+    for name in ("env_kwargs", "steps", "prompts_per_step", "sft_steps", "sft_demos"):
         if getattr(config, name) is None:
             changes[name] = rec.get(name, GENERIC[name])
     if config.threads is None:

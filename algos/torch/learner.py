@@ -153,6 +153,7 @@ class Learner:
             yield micro
 
     def _loss(self, micro: Batch, device: torch.device) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        micro = _trim_columns(micro)
         ids = torch.as_tensor(micro.input_ids, dtype=torch.long, device=device)
         mask = torch.as_tensor(micro.attention_mask, dtype=torch.long, device=device)
         mask[:, 0] = 1  # an all-padding row must still attend somewhere (its weights are 0)
@@ -260,6 +261,16 @@ def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def _rows(batch: Batch, rows: slice) -> Batch:
     return batch.replace(**{k: v[rows] for k, v in vars(batch).items() if isinstance(v, np.ndarray)})
+
+
+def _trim_columns(batch: Batch) -> Batch:
+    """Drop the padding columns after the longest sequence (exact: padding is at the end).
+
+    ``pack`` rounds lengths up to power-of-two buckets so a jitted step compiles rarely; eager
+    torch has nothing to compile and would pay for every padding column (up to 2x the work).
+    """
+    length = max(1, int(batch.attention_mask.sum(axis=1).max()))
+    return batch.replace(**{k: v[:, :length] for k, v in vars(batch).items() if isinstance(v, np.ndarray) and v.ndim == 2})
 
 
 def _pad_rows(batch: Batch, multiple: int) -> Batch:
