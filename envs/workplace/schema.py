@@ -155,6 +155,22 @@ def fmt_datetime(value: datetime) -> str:
     return value.strftime(DATETIME_FORMAT)
 
 
+def parse_datetime(text: str) -> str:
+    """Any ISO date-time spelling, as YYYY-MM-DD HH:MM:SS without zone; raises ValueError otherwise.
+
+    The tools store and the verifier compares this one spelling, so both parse through here.
+    """
+    return fmt_datetime(datetime.fromisoformat(text).replace(tzinfo=None))
+
+
+def parse_date(text: str) -> str:
+    """A date, or the day of an ISO date-time, as YYYY-MM-DD; raises ValueError otherwise."""
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        return datetime.fromisoformat(text).date().isoformat()
+
+
 NOW_TEXT = fmt_datetime(NOW)  # the sent_datetime of every mail sent in a session
 
 

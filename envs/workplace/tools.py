@@ -21,7 +21,6 @@ import json
 import math
 import sqlite3
 from collections.abc import Mapping
-from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 from textgym.envs.workplace import schema as S
@@ -84,20 +83,16 @@ WRITE_TOOLS = frozenset(
 
 def canonical_datetime(value: str) -> str:
     try:
-        return S.fmt_datetime(datetime.fromisoformat(value.strip()).replace(tzinfo=None))
+        return S.parse_datetime(value.strip())
     except ValueError:
         raise ToolError(f"expected a date-time as YYYY-MM-DD HH:MM:SS, got {value!r}") from None
 
 
 def canonical_date(value: str) -> str:
-    text = value.strip()
     try:
-        return date.fromisoformat(text).isoformat()
+        return S.parse_date(value.strip())
     except ValueError:
-        try:
-            return datetime.fromisoformat(text).date().isoformat()
-        except ValueError:
-            raise ToolError(f"expected a date as YYYY-MM-DD, got {value!r}") from None
+        raise ToolError(f"expected a date as YYYY-MM-DD, got {value!r}") from None
 
 
 def _check_email(value: str) -> str:
@@ -164,6 +159,39 @@ def _like(word: str) -> str:
 def _norm_id(value: str) -> str:
     value = value.strip()
     return value.zfill(8) if value.isdigit() else value
+
+
+class _Where:
+    """A search's WHERE clause, built filter by filter, with its parameters in placeholder order."""
+
+    def __init__(self):
+        self.conds: list[str] = []
+        self.params: list[Any] = []
+
+    def add(self, cond: str, *params: Any) -> None:
+        self.conds.append(cond)
+        self.params += params
+
+    def words(self, text: str, *columns: str) -> None:
+        """Every word of ``text`` must appear (case-insensitively) in one of ``columns``."""
+        for word in text.split():
+            self.add("(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in columns) + ")", *[_like(word)] * len(columns))
+
+    def equal(self, **values: str | None) -> None:
+        """Each column given a value must hold it (ignoring case); None leaves the column free."""
+        for col, value in values.items():
+            if value is not None:
+                self.add(f"{col} = ? COLLATE NOCASE", value.strip())
+
+    def dates(self, column: str, lo: str | None, hi: str | None) -> None:
+        """``column`` (a date expression) must lie within [lo, hi]; an omitted bound is open."""
+        for op, value in ((">=", lo), ("<=", hi)):
+            if value:
+                self.add(f"{column} {op} ?", canonical_date(value))
+
+    @property
+    def sql(self) -> str:
+        return " WHERE " + " AND ".join(self.conds) if self.conds else ""
 
 
 class GuardedToolset(Toolset):
@@ -236,6 +264,12 @@ class WorkplaceTools:
         self.db.execute(f'INSERT INTO "{table.name}" ({cols}) VALUES ({marks})', tuple(values.values()))
         self._touch(table, values.get(table.id_column))
 
+    def _create(self, table: S.Table, values: dict[str, Any]) -> str:
+        """Inserts a row under the next free id and returns that id."""
+        row_id = self._next_id(table)
+        self._insert(table, {table.id_column: row_id, **values})
+        return row_id
+
     def _delete(self, table: S.Table, row_id: str) -> str:
         key = self._require(table, row_id)
         self.db.execute(f'DELETE FROM "{table.name}" WHERE "{table.id_column}" = ?', (key,))
@@ -248,20 +282,18 @@ class WorkplaceTools:
         self._touch(table, key)
         return {"status": "updated", table.id_column: key, "field": field, "new_value": value}
 
-    def _page(
-        self, table: S.Table, where: list[str], params: list[Any], order: str, page: int, page_size: int, label: str
-    ):
-        cond = " WHERE " + " AND ".join(where) if where else ""
+    def _page(self, table: S.Table, where: _Where, order: str, page: int, page_size: int, label: str):
+        cond = where.sql
         cols = table.select_list
         # One scan: the window count sees every match before LIMIT cuts the page.
         rows = self.db.execute(
             f'SELECT {cols}, count(*) OVER () FROM "{table.name}"{cond} ORDER BY {order} LIMIT ? OFFSET ?',
-            [*params, page_size, (page - 1) * page_size],
+            [*where.params, page_size, (page - 1) * page_size],
         ).fetchall()
         if rows:
             total = rows[0][-1]
         else:
-            (total,) = self.db.execute(f'SELECT count(*) FROM "{table.name}"{cond}', params).fetchone()
+            (total,) = self.db.execute(f'SELECT count(*) FROM "{table.name}"{cond}', where.params).fetchone()
         return {
             label: [dict(zip(table.names, r)) for r in rows],
             "page": page,
@@ -271,11 +303,9 @@ class WorkplaceTools:
         }
 
     def _send(self, recipient: str, subject: str, body: str) -> dict[str, Any]:
-        email_id = self._next_id(S.EMAILS)
-        self._insert(
+        email_id = self._create(
             S.EMAILS,
             {
-                "email_id": email_id,
                 "inbox/outbox": "outbox",
                 "sender": S.USER_EMAIL,
                 "recipient": recipient.strip(),
@@ -294,12 +324,11 @@ class WorkplaceTools:
         Args:
             name: Name or partial name to search for; every word must match the person's name or address.
         """
-        where, params = [], []
-        for word in name.split():
-            where.append("(name LIKE ? ESCAPE '\\' OR email_address LIKE ? ESCAPE '\\')")
-            params += [_like(word)] * 2
-        cond = " WHERE " + " AND ".join(where) if where else ""
-        rows = self.db.execute(f"SELECT email_address FROM company_directory{cond} ORDER BY email_address", params)
+        where = _Where()
+        where.words(name, "name", "email_address")
+        rows = self.db.execute(
+            f"SELECT email_address FROM company_directory{where.sql} ORDER BY email_address", where.params
+        )
         return [r[0] for r in rows]
 
     # ----- email -----
@@ -348,19 +377,10 @@ class WorkplaceTools:
             page: Page number of results, from 1.
             page_size: Number of emails per page.
         """
-        where, params = [], []
-        for word in query.split():
-            where.append(
-                "(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in ("subject", "body", "sender", "recipient")) + ")"
-            )
-            params += [_like(word)] * 4
-        if date_min:
-            where.append("substr(sent_datetime, 1, 10) >= ?")
-            params.append(canonical_date(date_min))
-        if date_max:
-            where.append("substr(sent_datetime, 1, 10) <= ?")
-            params.append(canonical_date(date_max))
-        return self._page(S.EMAILS, where, params, "sent_datetime DESC, email_id", page, page_size, "emails")
+        where = _Where()
+        where.words(query, "subject", "body", "sender", "recipient")
+        where.dates("substr(sent_datetime, 1, 10)", date_min, date_max)
+        return self._page(S.EMAILS, where, "sent_datetime DESC, email_id", page, page_size, "emails")
 
     def email_send_email(self, recipient: Email, subject: str, body: str) -> dict[str, Any]:
         """Sends an email to the specified recipient.
@@ -433,17 +453,13 @@ class WorkplaceTools:
             page: Page number of results, from 1.
             page_size: Number of events per page.
         """
-        where, params = [], []
-        for word in query.split():
-            where.append("(event_name LIKE ? ESCAPE '\\' OR participant_email LIKE ? ESCAPE '\\')")
-            params += [_like(word)] * 2
+        where = _Where()
+        where.words(query, "event_name", "participant_email")
         if time_min:
-            where.append("datetime(event_start, '+' || duration || ' minutes') >= ?")
-            params.append(canonical_datetime(time_min))
+            where.add("datetime(event_start, '+' || duration || ' minutes') >= ?", canonical_datetime(time_min))
         if time_max:
-            where.append("event_start <= ?")
-            params.append(canonical_datetime(time_max))
-        return self._page(S.CALENDAR, where, params, "event_start, event_id", page, page_size, "events")
+            where.add("event_start <= ?", canonical_datetime(time_max))
+        return self._page(S.CALENDAR, where, "event_start, event_id", page, page_size, "events")
 
     def calendar_create_event(
         self, event_name: str, participant_email: Email, event_start: Moment, duration: Minutes
@@ -456,12 +472,10 @@ class WorkplaceTools:
             event_start: Start of the event as YYYY-MM-DD HH:MM:SS.
             duration: Duration of the event in minutes.
         """
-        event_id = self._next_id(S.CALENDAR)
         start = canonical_datetime(event_start)
-        self._insert(
+        event_id = self._create(
             S.CALENDAR,
             {
-                "event_id": event_id,
                 "event_name": _text(event_name),
                 "participant_email": participant_email.strip(),
                 "event_start": start,
@@ -495,25 +509,21 @@ class WorkplaceTools:
 
     # ----- analytics -----
 
-    def _range(self, time_min: str | None, time_max: str | None) -> tuple[str, list[str]]:
-        where, params = [], []
-        if time_min:
-            where.append("date_of_visit >= ?")
-            params.append(canonical_date(time_min))
-        if time_max:
-            where.append("date_of_visit <= ?")
-            params.append(canonical_date(time_max))
-        return (" WHERE " + " AND ".join(where) if where else ""), params
+    @staticmethod
+    def _range(time_min: str | None, time_max: str | None) -> _Where:
+        where = _Where()
+        where.dates("date_of_visit", time_min, time_max)
+        return where
 
     def _count_by_date(
         self, time_min: str | None, time_max: str | None, extra: str = "", params: tuple = ()
     ) -> dict[str, Any]:
-        cond, args = self._range(time_min, time_max)
+        where = self._range(time_min, time_max)
         if extra:
-            cond = (cond + " AND " if cond else " WHERE ") + extra
+            where.add(extra, *params)
         rows = self.db.execute(
-            f"SELECT date_of_visit, count(*) FROM analytics{cond} GROUP BY date_of_visit ORDER BY date_of_visit",
-            [*args, *params],
+            f"SELECT date_of_visit, count(*) FROM analytics{where.sql} GROUP BY date_of_visit ORDER BY date_of_visit",
+            where.params,
         ).fetchall()
         return {"total": sum(n for _, n in rows), "by_date": dict(rows)}
 
@@ -582,9 +592,9 @@ class WorkplaceTools:
                 "traffic_source": traffic_source,
                 **self._count_by_date(time_min, time_max, "traffic_source = ?", (traffic_source,)),
             }
-        cond, args = self._range(time_min, time_max)
+        where = self._range(time_min, time_max)
         rows = self.db.execute(
-            f"SELECT traffic_source, count(*) FROM analytics{cond} GROUP BY traffic_source", args
+            f"SELECT traffic_source, count(*) FROM analytics{where.sql} GROUP BY traffic_source", where.params
         ).fetchall()
         counts = dict.fromkeys(S.TRAFFIC_SOURCES, 0) | dict(rows)
         return {"by_source": counts, "total": sum(counts.values())}
@@ -598,9 +608,9 @@ class WorkplaceTools:
             time_min: Start date of the range, YYYY-MM-DD (inclusive).
             time_max: End date of the range, YYYY-MM-DD (inclusive).
         """
-        cond, args = self._range(time_min, time_max)
+        where = self._range(time_min, time_max)
         avg, n = self.db.execute(
-            f"SELECT avg(session_duration_seconds), count(*) FROM analytics{cond}", args
+            f"SELECT avg(session_duration_seconds), count(*) FROM analytics{where.sql}", where.params
         ).fetchone()
         return {"average_session_duration_seconds": None if avg is None else round(avg, 2), "visits": n}
 
@@ -640,18 +650,12 @@ class WorkplaceTools:
             page: Page number of results, from 1.
             page_size: Number of tasks per page.
         """
-        where, params = [], []
-        for word in (task_name or "").split():
-            where.append("task_name LIKE ? ESCAPE '\\'")
-            params.append(_like(word))
-        for col, value in (("assigned_to_email", assigned_to_email), ("list_name", list_name), ("board", board)):
-            if value is not None:
-                where.append(f"{col} = ? COLLATE NOCASE")
-                params.append(value.strip())
+        where = _Where()
+        where.words(task_name or "", "task_name")
+        where.equal(assigned_to_email=assigned_to_email, list_name=list_name, board=board)
         if due_date:
-            where.append("due_date = ?")
-            params.append(canonical_date(due_date))
-        return self._page(S.PROJECT_TASKS, where, params, "due_date, task_id", page, page_size, "tasks")
+            where.add("due_date = ?", canonical_date(due_date))
+        return self._page(S.PROJECT_TASKS, where, "due_date, task_id", page, page_size, "tasks")
 
     def project_management_create_task(
         self, task_name: str, assigned_to_email: Email, list_name: S.ListName, due_date: Day, board: S.Board
@@ -665,11 +669,9 @@ class WorkplaceTools:
             due_date: Due date, YYYY-MM-DD.
             board: Board the task belongs to.
         """
-        task_id = self._next_id(S.PROJECT_TASKS)
-        self._insert(
+        task_id = self._create(
             S.PROJECT_TASKS,
             {
-                "task_id": task_id,
                 "task_name": _text(task_name),
                 "assigned_to_email": assigned_to_email.strip(),
                 "list_name": list_name,
@@ -733,31 +735,14 @@ class WorkplaceTools:
             page: Page number of results, from 1.
             page_size: Number of customers per page.
         """
-        where, params = [], []
-        for word in (customer_name or "").split():
-            where.append("customer_name LIKE ? ESCAPE '\\'")
-            params.append(_like(word))
+        where = _Where()
+        where.words(customer_name or "", "customer_name")
         if customer_email:
-            where.append("customer_email LIKE ? ESCAPE '\\'")
-            params.append(_like(customer_email.strip()))
-        for col, value in (
-            ("product_interest", product_interest),
-            ("status", status),
-            ("assigned_to_email", assigned_to_email),
-        ):
-            if value is not None:
-                where.append(f"{col} = ? COLLATE NOCASE")
-                params.append(value.strip())
-        for col, op, value in (
-            ("last_contact_date", ">=", last_contact_date_min),
-            ("last_contact_date", "<=", last_contact_date_max),
-            ("follow_up_by", ">=", follow_up_by_min),
-            ("follow_up_by", "<=", follow_up_by_max),
-        ):
-            if value:
-                where.append(f"{col} {op} ?")
-                params.append(canonical_date(value))
-        return self._page(S.CUSTOMERS, where, params, "customer_name, customer_id", page, page_size, "customers")
+            where.add("customer_email LIKE ? ESCAPE '\\'", _like(customer_email.strip()))
+        where.equal(product_interest=product_interest, status=status, assigned_to_email=assigned_to_email)
+        where.dates("last_contact_date", last_contact_date_min, last_contact_date_max)
+        where.dates("follow_up_by", follow_up_by_min, follow_up_by_max)
+        return self._page(S.CUSTOMERS, where, "customer_name, customer_id", page, page_size, "customers")
 
     def customer_relationship_manager_update_customer(
         self,
@@ -799,11 +784,9 @@ class WorkplaceTools:
             notes: Notes about the customer.
             follow_up_by: Date for the next follow-up, YYYY-MM-DD.
         """
-        customer_id = self._next_id(S.CUSTOMERS)
-        self._insert(
+        customer_id = self._create(
             S.CUSTOMERS,
             {
-                "customer_id": customer_id,
                 "assigned_to_email": assigned_to_email.strip(),
                 "customer_name": _text(customer_name),
                 "customer_email": (customer_email or "").strip(),

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from datetime import date, datetime
 from typing import Any
 
 from textgym.envs.workplace import schema as S
@@ -39,19 +38,12 @@ def normalize(kind: str, value: Any) -> Any:
             return " ".join(str(value).split()).casefold()
         return int(number) if number.is_integer() else round(number, 6)
     text = str(value).strip()
-    if kind == "datetime":
+    parse = {"datetime": S.parse_datetime, "date": S.parse_date}.get(kind)
+    if parse is not None:
         try:
-            return S.fmt_datetime(datetime.fromisoformat(text).replace(tzinfo=None))
+            return parse(text)
         except ValueError:
             pass
-    elif kind == "date":
-        try:
-            return date.fromisoformat(text).isoformat()
-        except ValueError:
-            try:
-                return datetime.fromisoformat(text).date().isoformat()
-            except ValueError:
-                pass
     return " ".join(text.split()).casefold()
 
 
