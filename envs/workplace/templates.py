@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from textgym.envs.workplace import schema as S
-from textgym.envs.workplace.facts import Facts, call, future_weekday, pick
+from textgym.envs.workplace.facts import Facts, Person, call, future_weekday, pick
 
 Draw = Callable[[Facts, np.random.Generator], "tuple[dict[str, Any], list[dict]] | None"]
 
@@ -85,12 +85,29 @@ VALUE_LABELS = {
 }
 
 
-def _names(people) -> str:
-    names = [p.name for p in people]
-    return ", ".join(names[:-1]) + " and " + names[-1]
+def listing(words: list[str]) -> str:
+    """``["a", "b", "c"]`` as ``"a, b and c"``."""
+    return ", ".join(words[:-1]) + " and " + words[-1]
 
 
 # ----- email -----
+
+
+def _sender(f: Facts, rng) -> tuple[Person, list[dict]] | None:
+    """A drawn person and the emails they sent the user, oldest first (None when they sent none)."""
+    p = f.person(rng)
+    mails = f.inbox_by_sender.get(p.email)
+    return (p, mails) if mails else None
+
+
+def reply_to_latest(f: Facts, rng) -> tuple[Person, str, dict] | None:
+    """A drawn sender, a reply text, and the call that answers their latest email."""
+    drawn = _sender(f, rng)
+    if drawn is None:
+        return None
+    p, mails = drawn
+    body = pick(rng, REPLIES)
+    return p, body, call("email_reply_email", email_id=mails[-1]["email_id"], body=body)
 
 
 @template(
@@ -118,7 +135,7 @@ def send_email_many(f: Facts, rng):
     people = f.people_sample(rng, int(rng.integers(2, 4)))
     subject, body = pick(rng, OUTGOING)
     calls = [call("email_send_email", recipient=p.email, subject=subject, body=body) for p in people]
-    return {"names": _names(people), "subject": subject, "body": body}, calls
+    return {"names": listing([p.name for p in people]), "subject": subject, "body": body}, calls
 
 
 @template(
@@ -128,14 +145,11 @@ def send_email_many(f: Facts, rng):
     "{first} sent me an email recently; answer their most recent one saying '{body}'.",
 )
 def reply_latest(f: Facts, rng):
-    p = f.person(rng)
-    mails = f.inbox_by_sender.get(p.email)
-    if not mails:
+    drawn = reply_to_latest(f, rng)
+    if drawn is None:
         return None
-    body = pick(rng, REPLIES)
-    return {"name": p.name, "first": p.first, "body": body}, [
-        call("email_reply_email", email_id=mails[-1]["email_id"], body=body)
-    ]
+    p, body, reply = drawn
+    return {"name": p.name, "first": p.first, "body": body}, [reply]
 
 
 @template(
@@ -175,10 +189,10 @@ def delete_from_subject(f: Facts, rng):
     "Please trash the last email {first} sent me.",
 )
 def delete_latest(f: Facts, rng):
-    p = f.person(rng)
-    mails = f.inbox_by_sender.get(p.email)
-    if not mails:
+    drawn = _sender(f, rng)
+    if drawn is None:
         return None
+    p, mails = drawn
     return {"name": p.name, "first": p.first}, [call("email_delete_email", email_id=mails[-1]["email_id"])]
 
 
@@ -204,10 +218,10 @@ def forward_day(f: Facts, rng):
     "Answer each email from {first} received on or after {date} with: '{body}'",
 )
 def reply_since(f: Facts, rng):
-    p = f.person(rng)
-    mails = f.inbox_by_sender.get(p.email)
-    if not mails:
+    drawn = _sender(f, rng)
+    if drawn is None:
         return None
+    p, mails = drawn
     k = int(rng.integers(1, min(6, len(mails)) + 1))
     day = mails[-k]["sent_datetime"][:10]
     hits = [m for m in mails if m["sent_datetime"][:10] >= day]
@@ -244,6 +258,13 @@ def _future_event(f: Facts, rng, unique_by=("event_name", "participant_email")) 
     return e if len(same) == 1 else None
 
 
+def _change_event(f: Facts, e: dict, field: str, value: str, **shown: Any) -> tuple[dict[str, Any], list[dict]]:
+    """The params and the call that set ``field`` of event ``e``; ``shown`` adds what the phrasings name."""
+    p = f.by_email[e["participant_email"]]
+    params = {"event": e["event_name"], "name": p.name, "first": p.first, "date": e["event_start"][:10], **shown}
+    return params, [call("calendar_update_event", event_id=e["event_id"], field=field, new_value=value)]
+
+
 @template(
     "calendar",
     "easy",
@@ -278,6 +299,13 @@ def cancel_next_with(f: Facts, rng):
     return {"name": p.name, "first": p.first}, [call("calendar_delete_event", event_id=upcoming[0]["event_id"])]
 
 
+def busy_day(f: Facts, rng, calls_per_event: int) -> tuple[str, list[dict]] | None:
+    """A drawn future working day and its events (None when it has none, or too many to handle in one task)."""
+    day = future_weekday(rng)
+    events = f.day_events(day)
+    return (day, events) if events and calls_per_event * len(events) <= MAX_CALLS else None
+
+
 @template(
     "calendar",
     "medium",
@@ -285,10 +313,10 @@ def cancel_next_with(f: Facts, rng):
     "Delete all of my meetings on {date}.",
 )
 def clear_day(f: Facts, rng):
-    day = future_weekday(rng)
-    events = f.day_events(day)
-    if not events or len(events) > MAX_CALLS:
+    drawn = busy_day(f, rng, calls_per_event=1)
+    if drawn is None:
         return None
+    day, events = drawn
     return {"date": day}, [call("calendar_delete_event", event_id=e["event_id"]) for e in events]
 
 
@@ -306,15 +334,7 @@ def reschedule_event(f: Facts, rng):
     new_start = f"{e['event_start'][:10]} {hour:02d}:00:00"
     if new_start == e["event_start"]:
         return None
-    p = f.by_email[e["participant_email"]]
-    params = {
-        "event": e["event_name"],
-        "name": p.name,
-        "first": p.first,
-        "date": e["event_start"][:10],
-        "new_time": new_start[11:16],
-    }
-    return params, [call("calendar_update_event", event_id=e["event_id"], field="event_start", new_value=new_start)]
+    return _change_event(f, e, "event_start", new_start, new_time=new_start[11:16])
 
 
 @template(
@@ -328,15 +348,7 @@ def change_duration(f: Facts, rng):
     if e is None:
         return None
     duration = int(pick(rng, [d for d in (15, 30, 45, 60, 120) if d != int(e["duration"])]))
-    p = f.by_email[e["participant_email"]]
-    params = {
-        "event": e["event_name"],
-        "name": p.name,
-        "first": p.first,
-        "date": e["event_start"][:10],
-        "duration": duration,
-    }
-    return params, [call("calendar_update_event", event_id=e["event_id"], field="duration", new_value=str(duration))]
+    return _change_event(f, e, "duration", str(duration), duration=duration)
 
 
 @template(
@@ -350,15 +362,7 @@ def rename_event(f: Facts, rng):
     if e is None:
         return None
     new_name = pick(rng, [n for n in EVENT_NAMES if n != e["event_name"]])
-    p = f.by_email[e["participant_email"]]
-    params = {
-        "event": e["event_name"],
-        "name": p.name,
-        "first": p.first,
-        "date": e["event_start"][:10],
-        "new_name": new_name,
-    }
-    return params, [call("calendar_update_event", event_id=e["event_id"], field="event_name", new_value=new_name)]
+    return _change_event(f, e, "event_name", new_name, new_name=new_name)
 
 
 @template(
@@ -371,16 +375,8 @@ def swap_participant(f: Facts, rng):
     e = _future_event(f, rng, unique_by=("event_name",))
     if e is None:
         return None
-    p, q = f.by_email[e["participant_email"]], f.person(rng, exclude=(e["participant_email"],))
-    params = {
-        "event": e["event_name"],
-        "date": e["event_start"][:10],
-        "name": p.name,
-        "first": p.first,
-        "other": q.name,
-        "other_first": q.first,
-    }
-    return params, [call("calendar_update_event", event_id=e["event_id"], field="participant_email", new_value=q.email)]
+    q = f.person(rng, exclude=(e["participant_email"],))
+    return _change_event(f, e, "participant_email", q.email, other=q.name, other_first=q.first)
 
 
 @template(
@@ -474,7 +470,7 @@ def plot_many(f: Facts, rng):
     values = [S.PLOT_VALUES[int(i)] for i in rng.permutation(3)[: int(rng.integers(2, 4))]]
     kind = pick(rng, S.PLOT_TYPES)
     labels = [VALUE_LABELS[v] for v in values]
-    params = {"plot_type": kind, "labels": ", ".join(labels[:-1]) + " and " + labels[-1], "start": lo, "end": hi}
+    params = {"plot_type": kind, "labels": listing(labels), "start": lo, "end": hi}
     return params, [
         call("analytics_create_plot", time_min=lo, time_max=hi, value_to_plot=v, plot_type=kind) for v in values
     ]
@@ -528,7 +524,8 @@ def plot_if_long_sessions(f: Facts, rng):
     ]
 
 
-def _weeks(rng) -> tuple[tuple[str, str], tuple[str, str]]:
+def two_weeks(rng) -> tuple[tuple[str, str], tuple[str, str]]:
+    """Two back-to-back seven-day spans, the later one ending on a drawn Wednesday up to five weeks before today."""
     end = date.fromisoformat("2023-11-29") - timedelta(days=7 * int(rng.integers(0, 6)))
     second = (end - timedelta(days=6), end)
     first = (second[0] - timedelta(days=7), second[0] - timedelta(days=1))
@@ -542,7 +539,7 @@ def _weeks(rng) -> tuple[tuple[str, str], tuple[str, str]]:
     "Did visits grow from week {a0}..{a1} to week {b0}..{b1}? Yes: line plot of total visits over {a0}..{b1}. No: bar plot of engaged users over {a0}..{b1}.",
 )
 def plot_if_growth(f: Facts, rng):
-    (a0, a1), (b0, b1) = _weeks(rng)
+    (a0, a1), (b0, b1) = two_weeks(rng)
     grew = len(f.visits_between(b0, b1)) > len(f.visits_between(a0, a1))
     value, kind = ("total_visits", "line") if grew else ("user_engaged", "bar")
     return {"a0": a0, "a1": a1, "b0": b0, "b1": b1}, [

@@ -6,11 +6,9 @@ from the world's rows, or None when the draw does not fit.
 
 from __future__ import annotations
 
-from datetime import date, timedelta
-
 from textgym.envs.workplace import schema as S
-from textgym.envs.workplace.facts import Facts, at, call, future_weekday, pick, tomorrow
-from textgym.envs.workplace.templates import MAX_CALLS, REPLIES, Template, collector
+from textgym.envs.workplace.facts import Facts, Person, at, call, future_weekday, pick, tomorrow
+from textgym.envs.workplace.templates import Template, busy_day, collector, listing, reply_to_latest, two_weeks
 
 TEMPLATES: list[Template] = []
 template = collector(TEMPLATES)
@@ -31,15 +29,36 @@ NEW_CUSTOMERS = (
 )
 
 
+def _unique(rng, rows: list[dict], column: str) -> dict | None:
+    """A drawn row whose ``column`` (its name) is unique, so the request names exactly that row; else None."""
+    r = pick(rng, rows)
+    return r if sum(1 for x in rows if x[column] == r[column]) == 1 else None
+
+
 def _task(f: Facts, rng) -> dict | None:
-    """A task whose name is unique in the world, so the request names exactly one row."""
-    t = pick(rng, f.tasks)
-    return t if sum(1 for x in f.tasks if x["task_name"] == t["task_name"]) == 1 else None
+    return _unique(rng, f.tasks, "task_name")
 
 
 def _customer(f: Facts, rng) -> dict | None:
-    c = pick(rng, f.customers)
-    return c if sum(1 for x in f.customers if x["customer_name"] == c["customer_name"]) == 1 else None
+    return _unique(rng, f.customers, "customer_name")
+
+
+def _group_of_drawn(rng, rows: list[dict], match, same: tuple[str, ...]) -> list[dict] | None:
+    """The rows that ``match`` and agree on the ``same`` columns with one drawn matching row (None if none match).
+
+    Drawing a matching row first, rather than an owner, makes every draw fit the world.
+    """
+    r = pick(rng, [x for x in rows if match(x)] or [None])
+    if r is None:
+        return None
+    return [x for x in rows if match(x) and all(x[k] == r[k] for k in same)]
+
+
+def _move_tasks(tasks: list[dict], list_name: str) -> list[dict]:
+    return [
+        call("project_management_update_task", task_id=x["task_id"], field="list_name", new_value=list_name)
+        for x in tasks
+    ]
 
 
 def _open_tasks(f: Facts, email: str, board: str) -> list[dict]:
@@ -137,6 +156,14 @@ def delete_task(f: Facts, rng):
     return {"task": t["task_name"]}, [call("project_management_delete_task", task_id=t["task_id"])]
 
 
+def _reviews_done(f: Facts, rng) -> tuple[Person, str, list[dict]] | None:
+    """A person, a board, and the calls that move all their 'In Review' tasks there to Completed."""
+    hits = _group_of_drawn(rng, f.tasks, lambda x: x["list_name"] == "In Review", ("assigned_to_email", "board"))
+    if hits is None:
+        return None
+    return f.by_email[hits[0]["assigned_to_email"]], hits[0]["board"], _move_tasks(hits, "Completed")
+
+
 @template(
     "project_management",
     "medium",
@@ -144,21 +171,11 @@ def delete_task(f: Facts, rng):
     "{first} has finished everything under review on the {board} board: mark those tasks Completed.",
 )
 def complete_reviews(f: Facts, rng):
-    t = pick(rng, [x for x in f.tasks if x["list_name"] == "In Review"] or [None])
-    if t is None:
+    drawn = _reviews_done(f, rng)
+    if drawn is None:
         return None
-    hits = [
-        x
-        for x in f.tasks
-        if x["assigned_to_email"] == t["assigned_to_email"]
-        and x["board"] == t["board"]
-        and x["list_name"] == "In Review"
-    ]
-    p = f.by_email[t["assigned_to_email"]]
-    return {"name": p.name, "first": p.first, "board": t["board"]}, [
-        call("project_management_update_task", task_id=x["task_id"], field="list_name", new_value="Completed")
-        for x in hits
-    ]
+    p, board, calls = drawn
+    return {"name": p.name, "first": p.first, "board": board}, calls
 
 
 @template(
@@ -188,20 +205,14 @@ def hand_over_tasks(f: Facts, rng):
     "{first}'s Backlog tasks that are past their due date should go to In Progress.",
 )
 def overdue_backlog(f: Facts, rng):
-    t = pick(rng, [x for x in f.tasks if x["list_name"] == "Backlog" and x["due_date"] < S.TODAY.isoformat()] or [None])
-    if t is None:
-        return None
     today = S.TODAY.isoformat()
-    hits = [
-        x
-        for x in f.tasks
-        if x["assigned_to_email"] == t["assigned_to_email"] and x["list_name"] == "Backlog" and x["due_date"] < today
-    ]
-    p = f.by_email[t["assigned_to_email"]]
-    return {"name": p.name, "first": p.first}, [
-        call("project_management_update_task", task_id=x["task_id"], field="list_name", new_value="In Progress")
-        for x in hits
-    ]
+    hits = _group_of_drawn(
+        rng, f.tasks, lambda x: x["list_name"] == "Backlog" and x["due_date"] < today, ("assigned_to_email",)
+    )
+    if hits is None:
+        return None
+    p = f.by_email[hits[0]["assigned_to_email"]]
+    return {"name": p.name, "first": p.first}, _move_tasks(hits, "In Progress")
 
 
 @template(
@@ -213,7 +224,6 @@ def overdue_backlog(f: Facts, rng):
 def create_tasks_many(f: Facts, rng):
     people = f.people_sample(rng, int(rng.integers(2, 4)))
     task, board, due = pick(rng, NEW_TASKS), pick(rng, S.BOARDS), future_weekday(rng, within=40)
-    names = [p.name for p in people]
     calls = [
         call(
             "project_management_create_task",
@@ -225,7 +235,7 @@ def create_tasks_many(f: Facts, rng):
         )
         for p in people
     ]
-    return {"task": task, "board": board, "due": due, "names": ", ".join(names[:-1]) + " and " + names[-1]}, calls
+    return {"task": task, "board": board, "due": due, "names": listing([p.name for p in people])}, calls
 
 
 @template(
@@ -341,18 +351,11 @@ def delete_customer(f: Facts, rng):
     "Every {product} customer of {first} with status Lead is now Qualified; update the CRM.",
 )
 def qualify_leads(f: Facts, rng):
-    c = pick(rng, [x for x in f.customers if x["status"] == "Lead"] or [None])
-    if c is None:
+    hits = _group_of_drawn(rng, f.customers, lambda x: x["status"] == "Lead", ("assigned_to_email", "product_interest"))
+    if hits is None:
         return None
-    hits = [
-        x
-        for x in f.customers
-        if x["assigned_to_email"] == c["assigned_to_email"]
-        and x["status"] == "Lead"
-        and x["product_interest"] == c["product_interest"]
-    ]
-    p = f.by_email[c["assigned_to_email"]]
-    return {"name": p.name, "first": p.first, "product": c["product_interest"]}, [
+    p = f.by_email[hits[0]["assigned_to_email"]]
+    return {"name": p.name, "first": p.first, "product": hits[0]["product_interest"]}, [
         call(
             "customer_relationship_manager_update_customer",
             customer_id=x["customer_id"],
@@ -469,10 +472,10 @@ def meet_task_owner(f: Facts, rng):
     "Clear {date} from my calendar; for every event you delete, send its participant an email titled 'Cancelled: ' followed by the event name, with the text '{body}'.",
 )
 def cancel_day_notify(f: Facts, rng):
-    day = future_weekday(rng)
-    events = f.day_events(day)
-    if not events or 2 * len(events) > MAX_CALLS:
+    drawn = busy_day(f, rng, calls_per_event=2)
+    if drawn is None:
         return None
+    day, events = drawn
     body = "Sorry, I have to cancel our meeting; I will propose a new time."
     calls = []
     for e in events:
@@ -492,23 +495,13 @@ def cancel_day_notify(f: Facts, rng):
     "Close out {first}'s reviews on the {board} board (move them to Completed), then email {name}: subject 'Reviews done', text '{body}'.",
 )
 def complete_and_notify(f: Facts, rng):
-    t = pick(rng, [x for x in f.tasks if x["list_name"] == "In Review"] or [None])
-    if t is None:
+    drawn = _reviews_done(f, rng)
+    if drawn is None:
         return None
-    hits = [
-        x
-        for x in f.tasks
-        if x["assigned_to_email"] == t["assigned_to_email"]
-        and x["board"] == t["board"]
-        and x["list_name"] == "In Review"
-    ]
-    p, body = f.by_email[t["assigned_to_email"]], "All your tasks in review are now marked completed."
-    calls = [
-        call("project_management_update_task", task_id=x["task_id"], field="list_name", new_value="Completed")
-        for x in hits
-    ]
+    p, board, calls = drawn
+    body = "All your tasks in review are now marked completed."
     calls.append(call("email_send_email", recipient=p.email, subject="Reviews done", body=body))
-    return {"name": p.name, "first": p.first, "board": t["board"], "body": body}, calls
+    return {"name": p.name, "first": p.first, "board": board, "body": body}, calls
 
 
 @template(
@@ -541,10 +534,7 @@ def follow_up_task(f: Facts, rng):
     "Send {first} a 'Traffic report' email: the body is 'Traffic is up' when visits in {b0}..{b1} exceed those in {a0}..{a1}, else 'Traffic is down'.",
 )
 def traffic_report(f: Facts, rng):
-    end = date.fromisoformat("2023-11-29") - timedelta(days=7 * int(rng.integers(0, 6)))
-    b0, b1 = end - timedelta(days=6), end
-    a0, a1 = b0 - timedelta(days=7), b0 - timedelta(days=1)
-    a0, a1, b0, b1 = (d.isoformat() for d in (a0, a1, b0, b1))
+    (a0, a1), (b0, b1) = two_weeks(rng)
     up = len(f.visits_between(b0, b1)) > len(f.visits_between(a0, a1))
     p = f.person(rng)
     body = "Traffic is up" if up else "Traffic is down"
@@ -560,14 +550,13 @@ def traffic_report(f: Facts, rng):
     "Answer {first}'s most recent email ('{body}') and book a 30-minute 'Catch-up' with {name} for tomorrow, {time}.",
 )
 def reply_and_meet(f: Facts, rng):
-    p = f.person(rng)
-    mails = f.inbox_by_sender.get(p.email)
-    if not mails:
+    drawn = reply_to_latest(f, rng)
+    if drawn is None:
         return None
-    body, hour = pick(rng, REPLIES), int(rng.integers(S.WORK_START_HOUR, S.WORK_END_HOUR - 1))
-    start = at(tomorrow(), hour)
+    p, body, reply = drawn
+    start = at(tomorrow(), int(rng.integers(S.WORK_START_HOUR, S.WORK_END_HOUR - 1)))
     return {"name": p.name, "first": p.first, "body": body, "time": start[11:16]}, [
-        call("email_reply_email", email_id=mails[-1]["email_id"], body=body),
+        reply,
         call("calendar_create_event", event_name="Catch-up", participant_email=p.email, event_start=start, duration=30),
     ]
 
