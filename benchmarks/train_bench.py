@@ -92,12 +92,13 @@ def table(results: dict, args: argparse.Namespace) -> str:
         f"{args.prompts} prompts x {args.group_size} completions (<= {args.max_new_tokens} tokens), {args.steps - 1} timed steps, "
         f"{args.threads} thread(s)",
         "",
-        "| framework | step time (median s) | completion tokens/s | peak RSS (MiB) | speed vs TRL |",
-        "|---|---|---|---|---|",
+        "| framework | step time (median s) | sample / env / update (s) | completion tokens/s | peak RSS (MiB) | speed vs TRL |",
+        "|---|---|---|---|---|---|",
     ]
     for key, r in results.items():
         ratio = f"{trl['step_s'] / r['step_s']:.2f}x" if trl else "n/a"
-        lines.append(f"| {names[key]} | {r['step_s']:.2f} | {r['tokens_per_s']:.0f} | {r['peak_rss_mib']:.0f} | {ratio} |")
+        parts = f"{r['sample_s']:.2f} / {r['env_s']:.2f} / {r['update_s']:.2f}" if "sample_s" in r else "(not separable)"
+        lines.append(f"| {names[key]} | {r['step_s']:.2f} | {parts} | {r['tokens_per_s']:.0f} | {r['peak_rss_mib']:.0f} | {ratio} |")
     return "\n".join(lines)
 
 
@@ -120,16 +121,21 @@ def worker_textgym(args: argparse.Namespace, backend_name: str) -> dict:
     tokenizer = runtime.load_tokenizer(args.model)
     episodes = args.prompts * args.group_size
     venv = runtime.token_venv(ENV_ID, ENV_KWARGS, tokenizer, tiny.compact_chat_template(), episodes)
-    times, tokens = [], []
+    times, tokens, split = [], [], []
     for step in range(args.steps):
         t0 = time.perf_counter()
         actor = ModelPolicy(policy, max_new_tokens=args.max_new_tokens, temperature=1.0, seed=step)
         rollouts = collect(venv, actor, seeds=range(step * args.prompts, (step + 1) * args.prompts), group_size=args.group_size)
+        t1 = time.perf_counter()
         learner.train_step(pack([runtime.policy_prefix(r) for r in rollouts], config, pad_id=policy.pad_id))
         times.append(time.perf_counter() - t0)
         tokens.append(int(sum(int(np.sum(r.loss_mask)) for r in rollouts)))
+        policy_s = sum(r.timing.get("policy_s", 0.0) for r in rollouts) / len(rollouts)  # every episode waits the batched calls
+        split.append((policy_s, t1 - t0 - policy_s, times[-1] - (t1 - t0)))
     venv.close()
-    return summarize(times, tokens)
+    result = summarize(times, tokens)
+    result["sample_s"], result["env_s"], result["update_s"] = (statistics.median(x[i] for x in split[1:]) for i in range(3))
+    return result
 
 
 def worker_trl(args: argparse.Namespace) -> dict:
