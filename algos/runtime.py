@@ -6,6 +6,7 @@ Everything here is backend-agnostic: the backend module is imported by name (``j
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import sys
@@ -101,8 +102,6 @@ def evaluate(
 def policy_prefix(rollout: Any) -> Any:
     """The rollout cut after its last trained token: later env tokens change no logprob the
     loss uses (attention is causal), so packing them would only cost compute."""
-    import dataclasses
-
     trained = np.flatnonzero(rollout.loss_mask)
     if trained.size == 0:
         return rollout

@@ -33,7 +33,7 @@ import numpy as np
 from textgym.algos import recipes, runtime, tiny
 from textgym.algos.config import EVAL_SEED_OFFSET, SFTConfig, TrainConfig
 from textgym.algos.grpo import GRPOConfig, pack
-from textgym.algos.metrics import MetricsLog, progress_bar, read_metrics
+from textgym.algos.metrics import MetricsLog, progress_bar
 
 CHECKPOINTS = "checkpoints"
 RUN_STATE = "run_state.json"
@@ -186,16 +186,19 @@ def _summary_line(record: dict[str, Any]) -> str:
     return text
 
 
+def _evaluation(record: dict[str, Any]) -> dict[str, Any]:
+    return {k.removeprefix("eval/"): v for k, v in record.items() if k.startswith("eval/")} | {"step": record["step"]}
+
+
 def _summary(config: TrainConfig, out: Path, records: list[dict[str, Any]], step: int, seconds: float) -> dict[str, Any]:
     evals = [r for r in records if "eval/success" in r]
-    pick = lambda r: {k.removeprefix("eval/"): v for k, v in r.items() if k.startswith("eval/")} | {"step": r["step"]}  # noqa: E731
     return {
         "env": config.env,
         "backend": config.backend,
         "model": config.model,
         "steps": step,
-        "before": pick(evals[0]) if evals else None,
-        "after": pick(evals[-1]) if evals else None,
+        "before": _evaluation(evals[0]) if evals else None,
+        "after": _evaluation(evals[-1]) if evals else None,
         "output_dir": str(out),
         "minutes": round(seconds / 60, 2),
     }
@@ -217,7 +220,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-temperature", type=float, default=0.0, help="0 = greedy")
     parser.add_argument("--save-every", type=int, default=10, help="checkpoint every N steps")
     parser.add_argument("--stop-after", type=int, default=None, help="stop after N steps of this invocation (resume later)")
-    parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True, help="continue from the run's latest checkpoint")
+    parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
+                        help="continue from the run's latest checkpoint (--no-resume restarts GRPO; a finished warm start is kept)")
     parser.add_argument("--sft-steps", type=int, default=None, help="SFT warm-start steps before GRPO (0: none)")
     parser.add_argument("--sft-demos", type=int, default=None, help="oracle demonstrations for the warm start")
     parser.add_argument("--sft-lr", type=float, default=None, help="warm-start learning rate")
