@@ -5,7 +5,7 @@ The loop, top to bottom (one GRPO step per iteration)::
     policy, learner = backend.load_policy(model), backend.Learner(policy, config.grpo)
     for step in range(steps):
         rollouts = collect(venv, ModelPolicy(policy), seeds=step's seeds, group_size=G)
-        metrics  = learner.train_step(pack(rollouts, config.grpo, pad_id))
+        metrics  = learner.train_step(pack(rollouts, config.grpo, pad_id))   # skipped if no signal
         every eval_every: held-out success (greedy) on seeds from EVAL_SEED_OFFSET
         every save_every: checkpoint (learner state + step), atomically
 
@@ -126,7 +126,10 @@ def grpo_step(config: TrainConfig, policy: Any, learner: Any, venv: Any, step: i
     rollouts = collect(venv, actor, seeds=seeds, group_size=grpo.group_size, env_id=config.env)
     t1 = time.perf_counter()
     batch = pack([runtime.policy_prefix(r) for r in rollouts], grpo, pad_id=policy.pad_id)
-    metrics = learner.train_step(batch)
+    # No group with differing rewards means no policy gradient; an optimiser step would still move
+    # the weights (Adam's momentum), so it is skipped (DAPO's dynamic sampling, at batch level).
+    signal = bool(np.any(batch.advantages != 0)) or grpo.kl_beta > 0
+    metrics = learner.train_step(batch) if signal else {}
     t2 = time.perf_counter()
     generated = int(sum(r.loss_mask.sum() for r in rollouts))
     return {
@@ -137,6 +140,7 @@ def grpo_step(config: TrainConfig, policy: Any, learner: Any, venv: Any, step: i
         "train/generated_tokens": generated,
         "time/rollout_s": t1 - t0,
         "time/update_s": t2 - t1,
+        "train/skipped_update": float(not signal),
         **metrics,
     }
 
