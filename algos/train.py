@@ -34,6 +34,7 @@ from textgym.algos import recipes, runtime, tiny
 from textgym.algos.config import EVAL_SEED_OFFSET, SFTConfig, TrainConfig
 from textgym.algos.grpo import GRPOConfig, pack
 from textgym.algos.metrics import MetricsLog, progress_bar
+from textgym.cli import json_object
 
 CHECKPOINTS = "checkpoints"
 RUN_STATE = "run_state.json"
@@ -229,7 +230,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sft-steps", type=int, default=None, help="SFT warm-start steps before GRPO (0: none)")
     parser.add_argument("--sft-demos", type=int, default=None, help="oracle demonstrations for the warm start")
     parser.add_argument("--sft-lr", type=float, default=None, help="warm-start learning rate")
-    parser.add_argument("--sft-oracle-kwargs", type=_json_object, default=None, help="JSON keyword arguments of the env's oracle_action")
+    parser.add_argument("--sft-oracle-kwargs", type=json_object, default=None, help="JSON keyword arguments of the env's oracle_action")
     parser.add_argument("--no-plot", dest="plot", action="store_false", help="do not write curve.png")
     grpo = parser.add_argument_group("GRPO (textgym.algos.grpo.GRPOConfig; unset: the tiny recipe's value, else the default)")
     hints = get_type_hints(GRPOConfig)
@@ -285,7 +286,7 @@ def add_sft_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-dir", default=None, help="run directory (default runs/<env>-sft-<backend>); the model is written to final/")
     parser.add_argument("--steps", type=int, default=None, help="optimiser steps (default: the tiny recipe's, else 100)")
     parser.add_argument("--demos", type=int, default=None, help="oracle demonstrations to collect")
-    parser.add_argument("--oracle-kwargs", type=_json_object, default=None, help="JSON keyword arguments of the env's oracle_action")
+    parser.add_argument("--oracle-kwargs", type=json_object, default=None, help="JSON keyword arguments of the env's oracle_action")
     parser.add_argument("--batch-size", type=int, default=16, help="demonstrations per step")
     parser.add_argument("--lr", type=float, default=None, help="peak learning rate (warm-up, then cosine decay)")
     parser.add_argument("--max-length", type=int, default=1024, help="longest packed sequence in tokens")
@@ -323,7 +324,7 @@ def run_sft(args: argparse.Namespace) -> int:
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env", required=True, help="environment id, e.g. textgym/Sudoku-v0")
-    parser.add_argument("--env-kwargs", type=_json_object, default=None, help="JSON object of gym.make keyword arguments")
+    parser.add_argument("--env-kwargs", type=json_object, default=None, help="JSON object of gym.make keyword arguments")
     parser.add_argument("--backend", choices=["jax", "torch"], default="torch", help="training framework; nothing else changes")
     parser.add_argument("--model", default="tiny", help="local Hugging Face model directory, or 'tiny' (created offline)")
     parser.add_argument("--chat-template", choices=["auto", "model", "compact"], default="auto",
@@ -343,16 +344,6 @@ def _add_field(group: Any, name: str, hint: Any) -> None:
     else:
         kind = next((t for t in (int, float) if t is hint or t in choices), float)
         group.add_argument(flag, type=kind, default=None)
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc.msg}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("expected a JSON object")
-    return value
 
 
 def _default_dir(env: str, suffix: str) -> str:

@@ -40,7 +40,7 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     play = sub.add_parser("play", help="play an environment yourself in the terminal")
     play.add_argument("env_id", help="environment id, e.g. textgym/Sudoku-v0")
     play.add_argument("--seed", type=int, default=None, help="task seed")
-    play.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON object of env keyword arguments")
+    play.add_argument("--env-kwargs", type=json_object, default={}, help="JSON object of env keyword arguments")
 
     wanted = argv[0] if argv else None
     for name, module, add_args, _, help_text in _DELEGATED:
@@ -143,7 +143,8 @@ def make_env(env_id: str, **kwargs):
         raise TextGymError(f"cannot make {env_id}: {exc}") from None
 
 
-def _json_object(text: str) -> dict:
+def json_object(text: str) -> dict:
+    """argparse type for a JSON object argument (``--env-kwargs '{"size": 4}'``)."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:

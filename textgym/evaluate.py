@@ -28,7 +28,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from textgym.cli import _json_object
+from textgym.cli import json_object
 from textgym.error import require
 from textgym.policies.base import Policy
 from textgym.rollout import Rollout
@@ -235,7 +235,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", type=int, default=1, help="attempts per task, for pass@k and pass^k")
     parser.add_argument("--num-envs", type=int, default=8, help="sub-envs of the vector env")
     parser.add_argument("--vectorization-mode", choices=("sync", "async"), default="sync")
-    parser.add_argument("--env-kwargs", type=_json_object, default={}, help="JSON object of env keyword arguments")
+    parser.add_argument("--env-kwargs", type=json_object, default={}, help="JSON object of env keyword arguments")
     parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar plot of the profile")
     parser.add_argument("--out", default=None, metavar="JSONL", help="write every rollout, with its policy")
     openai = parser.add_argument_group("openai policies")

@@ -138,9 +138,17 @@ def _name_and_arguments(obj: Mapping) -> tuple[str, dict[str, Any]]:
     name = obj.get("name")
     if not isinstance(name, str) or not name:
         raise ValueError("missing tool 'name'")
-    args = obj.get("arguments", obj.get("parameters", {}))
+    return name, arguments_dict(obj.get("arguments", obj.get("parameters", {})), name)
+
+
+def arguments_dict(args: Any, name: str) -> dict[str, Any]:
+    """Tool-call arguments as a dict: from a mapping, a JSON-object string, or None/"" (no arguments).
+
+    Raises:
+        ValueError: not JSON, or not an object; the message names the tool.
+    """
     if args is None:
-        args = {}
+        return {}
     if isinstance(args, str):
         try:
             args = json.loads(args) if args.strip() else {}
@@ -148,7 +156,7 @@ def _name_and_arguments(obj: Mapping) -> tuple[str, dict[str, Any]]:
             raise ValueError(f"arguments of {name!r} are not valid JSON ({exc.msg} at char {exc.pos})") from None
     if not isinstance(args, Mapping):
         raise ValueError(f"arguments of {name!r} must be a JSON object, got {type(args).__name__}")
-    return name, dict(args)
+    return dict(args)
 
 
 def _tool_calls_from_text(text: str, prefix: str) -> tuple[list[ToolCall], list[str]]:

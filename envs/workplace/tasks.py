@@ -30,6 +30,7 @@ from textgym.envs.workplace.templates import MAX_CALLS, Template
 from textgym.envs.workplace.tools import TOOL_NAMES
 from textgym.envs.workplace.world import World
 from textgym.error import InvalidTask
+from textgym.parsing import arguments_dict
 from textgym.tasks import Task, task_id
 
 TEMPLATES: tuple[Template, ...] = (*templates.TEMPLATES, *templates_records.TEMPLATES)
@@ -170,13 +171,9 @@ def ground_truth_calls(ground_truth: Any) -> list[dict[str, Any]]:
             raise InvalidTask(f"ground_truth[{i}] must be an object with a tool 'name'")
         if c["name"] not in TOOL_NAMES:
             raise InvalidTask(f"ground_truth[{i}] names unknown tool {c['name']!r}")
-        args = c.get("arguments", {})
-        if isinstance(args, str):
-            try:
-                args = json.loads(args) if args.strip() else {}
-            except json.JSONDecodeError as exc:
-                raise InvalidTask(f"ground_truth[{i}].arguments is not valid JSON ({exc.msg})") from None
-        if not isinstance(args, Mapping):
-            raise InvalidTask(f"ground_truth[{i}].arguments must be an object")
-        calls.append({"name": c["name"], "arguments": dict(args)})
+        try:
+            args = arguments_dict(c.get("arguments", {}), c["name"])
+        except ValueError as exc:
+            raise InvalidTask(f"ground_truth[{i}]: {exc}") from None
+        calls.append({"name": c["name"], "arguments": args})
     return calls
