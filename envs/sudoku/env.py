@@ -320,8 +320,12 @@ class SudokuEnv(TextEnv):
 
     def _end(self, messages: list, ok: bool, by: str, reason: str, before: float, errors: list[str]) -> Outcome:
         """Finish the episode: the verdict message, the terminal reward and the verification."""
-        if ok:
+        if ok:  # an accepted <answer> grid becomes the board, so the last message shows the solution
             self._correct = self._blank_count
+            self.board = list(self.solution)
+            self._chars = [grid.DIGIT_CHARS[d] for d in self.solution]
+            self._masks = Masks(self._geo, self.board)
+            self._empty = 0
         reward = self._shaped(before) if self.reward_mode == "dense" else float(ok)
         verdict = "Solved!" if ok else f"Not solved: {reason}."
         messages.append(user(f"{verdict} The episode is over.\n{self._board_text()}"))
