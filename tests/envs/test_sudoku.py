@@ -350,6 +350,18 @@ def test_oracle_answers_at_any_time():
     assert env.oracle_action().startswith("<answer>")  # harmless after the end
 
 
+@pytest.mark.parametrize("size", [4, 6, 9])
+def test_compact_oracle_answers_digits_only_rows_and_solves(size):
+    env = SudokuEnv(size=size, difficulty="easy")
+    env.reset(seed=3)
+    action = env.oracle_action(compact=True)
+    rows = action.removeprefix("<answer>\n").removesuffix("\n</answer>").split("\n")
+    assert len(rows) == size and all(len(r) == size and r.isdigit() for r in rows)
+    assert "".join(rows) == "".join(map(str, env.solution))
+    _, reward, terminated, _, info = env.step(action)
+    assert terminated and reward == 1.0 and info["success"]
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_oracle_scores_one_in_vector_envs_with_grouped_seeds(mode):
     venv = gym.make_vec("textgym/Sudoku-v0", num_envs=4, vectorization_mode=mode, size=4)
