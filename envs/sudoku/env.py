@@ -71,7 +71,9 @@ class SudokuEnv(TextEnv):
     Binary and terminal by default: 1.0 when the board is completed by moves or a correct grid
     is answered, else 0.0. ``reward="dense"`` pays the change of the potential ``correct / blanks``
     each turn (correct = formerly blank cells now holding the solution's digit; 1.0 once solved),
-    so an episode's rewards sum to the final potential and a solved episode sums to 1.0.
+    so an episode's rewards sum to the final potential and a solved episode sums to 1.0. A wrong
+    answer grid counts the blanks it fills correctly (none if it alters a given): one-turn
+    answers get partial credit too.
 
     ## Episode end
     Terminated when the board is full (every placement is conflict-free, so full means solved)
@@ -244,6 +246,8 @@ class SudokuEnv(TextEnv):
             rows, reason = grid.read_answer(turn.answer, self._n)
             if rows is not None:
                 ok, reason = grid.judge_answer(rows, self.puzzle, self._n)
+                if not ok:
+                    self._correct = grid.correct_blanks(rows, self.puzzle, self.solution)
                 return self._end(messages, ok, "answer", reason, before, errors)
             errors.append(f"<answer> is not a {self._n}x{self._n} grid: {reason}")
         if self._empty == 0:

@@ -137,6 +137,15 @@ def read_answer(text: str, size: int) -> tuple[list[str] | None, str | None]:
     return rows, None
 
 
+def correct_blanks(rows: Sequence[str], puzzle: Sequence[int], solution: Sequence[int]) -> int:
+    """How many blank cells an answer grid fills with the solution's digit; 0 if it alters a given
+    (such a grid answers another puzzle). The partial credit of a wrong answer under dense reward."""
+    cells = "".join(rows)
+    if any(given and cells[i] != str(given) for i, given in enumerate(puzzle)):
+        return 0
+    return sum(1 for i, given in enumerate(puzzle) if not given and cells[i] == str(solution[i]))
+
+
 def judge_answer(rows: Sequence[str], puzzle: Sequence[int], size: int) -> tuple[bool, str]:
     """Whether a ``size``-row answer solves ``puzzle``: digits only, givens kept, no repeats.
 

@@ -336,6 +336,36 @@ def test_dense_reward_pays_progress_and_sums_to_one():
     assert terminated and info["success"] and reward == pytest.approx(1 - 5 / blanks)
 
 
+
+def test_dense_reward_gives_a_wrong_answer_grid_partial_credit():
+    """A one-turn answer is paid for its correct blanks; one that alters a given gets nothing."""
+    env = pinned(P9, reward="dense")
+    blanks = [i for i in range(81) if not env.board[i]]
+    digits = [str(d) for d in env.solution]
+    for i in blanks[:3]:  # three blanks wrong (a wrong digit, shape kept)
+        digits[i] = str(env.solution[i] % 9 + 1)
+    rows = ["".join(digits[r * 9 : r * 9 + 9]) for r in range(9)]
+    _, reward, terminated, _, info = env.step("<answer>\n" + "\n".join(rows) + "\n</answer>")
+    assert terminated and not info["success"]
+    assert reward == pytest.approx((len(blanks) - 3) / len(blanks))
+    assert info["verification"]["correct"] == len(blanks) - 3
+
+    env = pinned(P9, reward="dense")
+    given = next(i for i in range(81) if env.board[i])
+    digits = [str(d) for d in env.solution]
+    digits[given] = str(env.solution[given] % 9 + 1)
+    rows = ["".join(digits[r * 9 : r * 9 + 9]) for r in range(9)]
+    _, reward, terminated, _, info = env.step("<answer>\n" + "\n".join(rows) + "\n</answer>")
+    assert terminated and reward == 0.0 and info["verification"]["correct"] == 0
+
+    env = pinned(P9)  # binary: the same wrong grid scores 0 but is counted the same way
+    digits = [str(d) for d in env.solution]
+    digits[blanks[0]] = str(env.solution[blanks[0]] % 9 + 1)
+    rows = ["".join(digits[r * 9 : r * 9 + 9]) for r in range(9)]
+    _, reward, _, _, info = env.step("<answer>\n" + "\n".join(rows) + "\n</answer>")
+    assert reward == 0.0 and info["verification"]["correct"] == len(blanks) - 1
+
+
 # ----- oracle and vector envs -----
 
 
