@@ -103,6 +103,9 @@ class TrainConfig:
             invocation resumes. For time-sliced jobs and for testing resumption.
         resume: Continue from ``output_dir``'s latest checkpoint when there is one.
         sft_steps: Optimiser steps of the SFT warm start before GRPO (0: none; ``None``: recipe).
+        sft_env_kwargs: ``gym.make`` keyword arguments of the warm start's demonstrations
+            (``None``: the recipe's, else ``env_kwargs``). Easier tasks than GRPO's leave GRPO
+            something to learn: the tiny Sudoku recipe demonstrates one blank and trains on four.
         sft_demos: Oracle demonstrations for the warm start (``None``: recipe, else 256).
         sft_lr: Learning rate of the warm start (``None``: recipe, else ``10 * grpo.lr``).
         sft_oracle_kwargs: See ``SFTConfig.oracle_kwargs``.
@@ -131,6 +134,7 @@ class TrainConfig:
     stop_after: int | None = None
     resume: bool = True
     sft_steps: int | None = None
+    sft_env_kwargs: dict[str, Any] | None = None
     sft_demos: int | None = None
     sft_lr: float | None = None
     sft_oracle_kwargs: dict[str, Any] | None = None
@@ -156,7 +160,7 @@ class TrainConfig:
         """The warm start's config: same env, backend, model, template and seed (call on a resolved config)."""
         return SFTConfig(
             env=self.env,
-            env_kwargs=self.env_kwargs,
+            env_kwargs=self.env_kwargs if self.sft_env_kwargs is None else self.sft_env_kwargs,
             backend=self.backend,
             model=self.model,
             output_dir=f"{self.output_dir}/sft",

@@ -68,6 +68,8 @@ def resolve_train(config: TrainConfig) -> TrainConfig:
             changes[name] = rec.get(name, GENERIC[name])
     if config.threads is None:
         changes["threads"] = rec.get("threads")
+    if config.sft_env_kwargs is None:
+        changes["sft_env_kwargs"] = rec.get("sft_env_kwargs")
     if config.sft_oracle_kwargs is None:
         changes["sft_oracle_kwargs"] = rec.get("oracle_kwargs")
     if config.sft_lr is None:

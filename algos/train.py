@@ -228,6 +228,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                         help="continue from the run's latest checkpoint (--no-resume restarts GRPO; a finished warm start is kept)")
     parser.add_argument("--sft-steps", type=int, default=None, help="SFT warm-start steps before GRPO (0: none)")
+    parser.add_argument("--sft-env-kwargs", type=json_object, default=None,
+                        help="JSON gym.make keyword arguments of the warm start's tasks (default: the recipe's, else --env-kwargs)")
     parser.add_argument("--sft-demos", type=int, default=None, help="oracle demonstrations for the warm start")
     parser.add_argument("--sft-lr", type=float, default=None, help="warm-start learning rate")
     parser.add_argument("--sft-oracle-kwargs", type=json_object, default=None, help="JSON keyword arguments of the env's oracle_action")
@@ -269,6 +271,7 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
         stop_after=args.stop_after,
         resume=args.resume,
         sft_steps=args.sft_steps,
+        sft_env_kwargs=args.sft_env_kwargs,
         sft_demos=args.sft_demos,
         sft_lr=args.sft_lr,
         sft_oracle_kwargs=args.sft_oracle_kwargs,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from textgym import messages as M
-from textgym.algos import tiny
+from textgym.algos import recipes, tiny
 from textgym.algos.config import SFTConfig, TrainConfig
 from textgym.algos.grpo import GRPOConfig
 from textgym.algos.metrics import read_metrics
@@ -179,6 +179,17 @@ def test_cli_arguments_build_the_config():
     train_module.add_sft_arguments(sft_parser)
     sft_args = sft_parser.parse_args(["--env", "textgym/Sudoku-v0", "--steps", "5"])
     assert sft_args.steps == 5 and sft_args.backend == "torch" and sft_args.model == "tiny"
+
+
+def test_the_warm_start_can_demonstrate_other_tasks_than_grpo_trains_on():
+    parser = argparse.ArgumentParser()
+    train_module.add_train_arguments(parser)
+    args = parser.parse_args(["--env", ENV_ID, "--env-kwargs", '{"size": 4, "blanks": 4}', "--sft-env-kwargs", '{"size": 4, "blanks": 1}'])
+    cfg = recipes.resolve_train(train_module.train_config_from_args(args))
+    assert cfg.env_kwargs == {"size": 4, "blanks": 4}
+    assert cfg.sft_config().env_kwargs == {"size": 4, "blanks": 1}
+    same = recipes.resolve_train(TrainConfig(env=ENV_ID, model="some/dir", env_kwargs={"size": 6}))
+    assert same.sft_config().env_kwargs == {"size": 6}  # default: the env GRPO trains on
 
 
 def test_importing_the_training_loop_imports_no_framework():
