@@ -50,8 +50,9 @@ def demonstrations(
 
     The oracle acts in text, which the token wrapper tokenizes as the policy's turn; the chat
     template then closes the turn with its end-of-turn token (``<|im_end|>``). A model must learn
-    to emit that token to stop, so it is added to the loss mask. Episodes the oracle did not
-    solve (none, for a correct oracle) are dropped.
+    to emit that token to stop, so it is added to the loss mask. Every episode is kept, solved
+    or not: a correct oracle solves them all, and a noisy demonstrator (Sudoku's
+    ``oracle_kwargs={"noise": p}``) is imitated as it is, mistakes included.
     """
     from textgym.policies.oracle import OraclePolicy
     from textgym.rollout import collect
@@ -67,7 +68,7 @@ def demonstrations(
         for _, end in r.turn_spans or ():
             if end < len(r.token_ids) and int(r.token_ids[end]) in eos:
                 r.loss_mask[end] = 1
-    return [runtime.policy_prefix(r) for r in rollouts if r.success]
+    return [runtime.policy_prefix(r) for r in rollouts]
 
 
 def sft_batch(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
@@ -102,7 +103,8 @@ def sft(config: SFTConfig) -> Path:
     tokenizer = runtime.load_tokenizer(model_dir)
     seeds = [SFT_SEED_OFFSET + i for i in range(config.demos)]
     demos = demonstrations(config.env, config.env_kwargs, tokenizer, template, seeds, config.num_envs, config.oracle_kwargs)
-    if not demos:
+    solved = float(np.mean([r.success for r in demos]))
+    if solved == 0:
         raise RuntimeError(f"the oracle of {config.env} solved none of {len(seeds)} demonstration tasks")
     grpo = GRPOConfig(
         group_size=1, lr=config.lr, lr_schedule="cosine", warmup_steps=max(1, config.steps // 10), total_steps=config.steps,
@@ -116,7 +118,7 @@ def sft(config: SFTConfig) -> Path:
         for step in range(config.steps):
             picks = [demos[order[(step * config.batch_size + i) % len(demos)]] for i in range(config.batch_size)]
             batch = sft_batch(picks, grpo, policy.pad_id)
-            record = {"step": step + 1}
+            record = {"step": step + 1} | ({"sft/demo_success": solved} if step == 0 else {})
             if step % 10 == 0 or step == config.steps - 1:
                 record["sft/nll"] = nll(policy, batch)
                 bar.update(info=f"nll {record['sft/nll']:.3f}")

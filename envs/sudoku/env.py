@@ -264,12 +264,17 @@ class SudokuEnv(TextEnv):
     def verdict(self) -> tuple[bool, Any]:
         return False, self._verification("truncation", f"the turn limit was reached with {self._empty} empty cells")
 
-    def oracle_action(self, *, place: int = 0, compact: bool = False) -> str:
+    def oracle_action(self, *, place: int = 0, compact: bool = False, noise: float = 0.0) -> str:
         """The full solution after ``<answer>``; or, with ``place=k``, ``place`` calls for up to k cells.
 
         ``compact=True`` writes the answer grid as digits only, one row per line (``1423``), which
         the answer parser accepts as well: a third of the tokens of the drawn board, so a small
         model trained on it has fewer tokens to copy and GRPO fewer to sample.
+
+        ``noise=p`` makes a noisy demonstrator: each blank of the answer grid holds a random digit
+        instead of the solution's with probability ``p`` (drawn from the puzzle, so a task always
+        gets the same answer). Warm starts on such answers learn the format and some solving,
+        and leave reinforcement learning something to improve on.
 
         The calls first correct wrong digits, then fill blanks, taking only cells whose solution
         digit is legal on the current board (so every call succeeds, in order). When no cell
@@ -283,10 +288,11 @@ class SudokuEnv(TextEnv):
         cells = [i for _, i in todo if self._placeable(i)][: max(place, 0)]
         n = self._n
         if not cells:
+            digits = self._noisy_solution(noise) if noise > 0 else self.solution
             if compact:
-                board = "\n".join(grid.to_string(self.solution[r * n : (r + 1) * n]) for r in range(n))
+                board = "\n".join(grid.to_string(digits[r * n : (r + 1) * n]) for r in range(n))
             else:
-                board = grid.format_board(self.solution, n)
+                board = grid.format_board(digits, n)
             return f"<answer>\n{board}\n</answer>"
         return "".join(
             '<tool_call>{"name": "place", "arguments": '
@@ -294,6 +300,15 @@ class SudokuEnv(TextEnv):
             + "}</tool_call>"
             for i in cells
         )
+
+    def _noisy_solution(self, noise: float) -> list[int]:
+        """The solution with each blank replaced by a random digit with probability ``noise``;
+        the generator is seeded by the puzzle, so the answer is a function of the task."""
+        rng = np.random.default_rng(list(self.puzzle))
+        return [
+            s if given or rng.random() >= noise else int(rng.integers(1, self._n + 1))
+            for given, s in zip(self.puzzle, self.solution)
+        ]
 
     def _placeable(self, i: int) -> bool:
         """Whether the solution digit of cell ``i`` is legal now (the board never holds a conflict,

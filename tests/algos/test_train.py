@@ -152,6 +152,7 @@ def test_sft_learns_the_oracle_and_train_starts_from_it(model_dir, tmp_path):
     records = read_metrics(tmp_path / "sft" / "sft_metrics.jsonl")
     nll = [r["sft/nll"] for r in records if "sft/nll" in r]
     assert nll[-1] < 0.5 * nll[0]
+    assert records[0]["sft/demo_success"] == 1.0
     assert sft(cfg) == final  # done once; a resumed run reuses it
     from textgym.algos.torch import load_policy
 
@@ -161,6 +162,17 @@ def test_sft_learns_the_oracle_and_train_starts_from_it(model_dir, tmp_path):
     venv = runtime.token_venv(ENV_ID, {}, runtime.load_tokenizer(final), tiny.compact_chat_template(), 4)
     result = runtime.evaluate(policy, venv, range(4), max_new_tokens=3, temperature=0.0, seed=0)
     assert result["eval/success"] == 1.0  # greedy now answers like the oracle
+
+
+def test_noisy_demonstrations_are_imitated_mistakes_included(model_dir):
+    from textgym.algos import runtime
+    from textgym.algos.sft import demonstrations
+
+    tokenizer = runtime.load_tokenizer(model_dir)
+    demos = demonstrations("textgym/Sudoku-v0", {"size": 4, "blanks": 1, "max_turns": 1}, tokenizer,
+                           tiny.compact_chat_template(), range(40), 8, {"compact": True, "noise": 1.0})
+    assert len(demos) == 40  # none dropped
+    assert 0 < sum(d.success for d in demos) < 40
 
 
 def test_cli_arguments_build_the_config():

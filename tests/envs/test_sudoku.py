@@ -392,6 +392,21 @@ def test_compact_oracle_answers_digits_only_rows_and_solves(size):
     assert terminated and reward == 1.0 and info["success"]
 
 
+def test_noisy_oracle_keeps_givens_guesses_blanks_and_repeats_itself():
+    env = SudokuEnv(size=4, blanks=1, max_turns=1)
+    solved = []
+    for seed in range(200):
+        env.reset(seed=seed)
+        action = env.oracle_action(compact=True, noise=1.0)
+        assert action == env.oracle_action(compact=True, noise=1.0)  # a function of the task
+        assert env.oracle_action(compact=True, noise=0.0) == env.oracle_action(compact=True)
+        cells = action.removeprefix("<answer>\n").removesuffix("\n</answer>").replace("\n", "")
+        assert all(g == 0 or int(c) == g for c, g in zip(cells, env.puzzle))  # givens are copied
+        solved.append(env.step(action)[1])
+    # A random digit for the one blank: right about a quarter of the time.
+    assert 0.15 < sum(solved) / len(solved) < 0.35
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_oracle_scores_one_in_vector_envs_with_grouped_seeds(mode):
     venv = gym.make_vec("textgym/Sudoku-v0", num_envs=4, vectorization_mode=mode, size=4)
