@@ -186,7 +186,7 @@ def test_cli_arguments_build_the_config():
     assert cfg.grpo.mask_truncated is True
     assert cfg.output_dir == "runs/sudoku-v0-jax"
     # Unset GRPO fields come from the tiny recipe for this env.
-    assert cfg.grpo.max_new_tokens == 128
+    assert cfg.grpo.max_new_tokens == 64 and cfg.grpo.num_iterations == 2
     sft_parser = argparse.ArgumentParser()
     train_module.add_sft_arguments(sft_parser)
     sft_args = sft_parser.parse_args(["--env", "textgym/Sudoku-v0", "--steps", "5"])
