@@ -5,7 +5,8 @@ update is a single jitted function: a ``lax.scan`` over the micro-batches sums t
 (the batch's ``loss_weights`` already hold the global normalisers, so the sum *is* the gradient
 of the whole batch's loss), then ``optax.chain(clip_by_global_norm, adamw)`` applies it. Master
 parameters and optimiser state stay float32; ``compute_dtype="bfloat16"`` casts a copy for the
-forward pass.
+forward pass. Each micro-batch is cut at its rows' prompts
+(:func:`~textgym.algos.grpo.batch.split_prompts`), so a group's shared prompt runs once.
 """
 
 from __future__ import annotations
@@ -20,15 +21,23 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
 
-from textgym.algos.grpo import Batch, GRPOConfig
+from textgym.algos.grpo import Batch, GRPOConfig, bucket_length, split_micro_batches
+from textgym.algos.grpo.batch import split_prompts
 from textgym.algos.jax.loss import grpo_loss
-from textgym.algos.jax.model import token_logprobs
+from textgym.algos.jax.model import empty_cache, picked_logprobs, positions_from_mask
 from textgym.algos.jax.params import export_params, load_params
 from textgym.algos.jax.policy import Policy
 from textgym.algos.jax.sharding import batch_sharding, shard_params
 
-_MICRO_FIELDS = ("input_ids", "attention_mask", "positions", "loss_mask", "loss_weights", "advantages", "old_logprobs")
+# Columns are rounded up to these multiples: tight enough that little is wasted (every continuation
+# token attends to all of them), coarse enough that a run compiles the update a few times. A row's
+# prompt (its tokens before the first trained one) hardly varies within an env; continuations do.
+_PROMPT_MULTIPLE = 16
+_REST_MULTIPLE = 64
+_REST_FIELDS = ("input_ids", "attention_mask", "positions", "loss_mask", "loss_weights", "advantages", "old_logprobs")
+_UNBOUNDED = 1 << 30
 
 
 def make_schedule(config: GRPOConfig) -> optax.Schedule:
@@ -53,10 +62,22 @@ def make_optimizer(config: GRPOConfig) -> optax.GradientTransformation:
 
 
 def _logprobs(graphdef: nnx.GraphDef, config: GRPOConfig, params, micro) -> jax.Array:
+    """Logprobs ``(B, C)`` of the rows' continuations (:class:`~textgym.algos.grpo.batch.PromptSplit`).
+
+    Each distinct prompt runs once into a KV cache; its rows are gathered for the continuations
+    that attend to them (gradients flow back through the gather).
+    """
     dtype = jnp.dtype(config.compute_dtype)
     model = nnx.merge(graphdef, jax.tree.map(lambda p: p.astype(dtype), params))
-    logits, _ = model(micro["input_ids"], micro["positions"], micro["attention_mask"])
-    return token_logprobs(logits, micro["input_ids"], config.temperature)
+    prompt_mask, rows, ids = micro["prompt_mask"], micro["source"], micro["input_ids"]
+    width = prompt_mask.shape[1]
+    kv_mask = jnp.pad(prompt_mask, ((0, 0), (0, ids.shape[1])))
+    cache = empty_cache(model, prompt_mask.shape[0], kv_mask.shape[1], dtype)
+    last, cache = model(micro["prompt_ids"], positions_from_mask(prompt_mask), kv_mask, cache, 0, last_only=True)
+    cache = jax.tree.map(lambda c: c[rows], cache)
+    kv_mask = jnp.concatenate([prompt_mask[rows], micro["attention_mask"]], axis=1)
+    logits, _ = model(ids, micro["positions"], kv_mask, cache, width)
+    return picked_logprobs(jnp.concatenate([last[rows], logits[:, :-1]], axis=1), ids, config.temperature)
 
 
 @partial(jax.jit, static_argnames=("graphdef", "config"), donate_argnames=("params", "opt_state"))
@@ -83,6 +104,16 @@ def update(graphdef: nnx.GraphDef, config: GRPOConfig, params, opt_state, ref_pa
     metrics["stats/grad_norm"] = optax.tree.norm(grads)
     updates, opt_state = make_optimizer(config).update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, metrics
+
+
+def _pad_right(a: np.ndarray, columns: int) -> np.ndarray:
+    """A right-padded ``(B, C)`` array widened with zeros to ``columns`` (``(B,)`` arrays as they are)."""
+    return a if a.ndim == 1 else np.pad(a, ((0, 0), (0, columns - a.shape[1])))
+
+
+def _pad_prompts(a: np.ndarray, rows: int, columns: int, fill: int) -> np.ndarray:
+    """Left-padded prompts widened on the left to ``columns`` and given unused all-``fill`` rows up to ``rows``."""
+    return np.pad(a, ((0, rows - a.shape[0]), (columns - a.shape[1], 0)), constant_values=fill)
 
 
 class Learner:
@@ -112,19 +143,25 @@ class Learner:
         return tree if self.mesh is None else shard_params(tree, self.mesh)
 
     def _micro_batches(self, batch: Batch) -> dict[str, jax.Array]:
-        """Stack the batch's arrays as ``(n_micro, micro_batch_size, ...)`` for the scan."""
+        """Split every micro-batch at its prompts and stack them as ``(n_micro, rows, ...)`` for the scan."""
         rows = batch.shape[0]
         mbs = self.config.micro_batch_size
         if rows % mbs:
             raise ValueError(f"batch rows ({rows}) must be a multiple of micro_batch_size ({mbs}): pack with this config")
-        micros = {}
-        for name in _MICRO_FIELDS:
-            value = getattr(batch, name)
-            if value is None:
-                continue
-            value = np.asarray(value).reshape(rows // mbs, mbs, *value.shape[1:])
-            micros[name] = value if self.mesh is None else jax.device_put(value, batch_sharding(self.mesh, value.ndim, 1))
-        return micros
+        splits = [split_prompts(m, self.policy.pad_id, _PROMPT_MULTIPLE, _REST_MULTIPLE) for m in split_micro_batches(batch, mbs)]
+        prompts = bucket_length(max(len(s.prompt_ids) for s in splits), _UNBOUNDED, min_bucket=1)
+        width = max(s.prompt_ids.shape[1] for s in splits)
+        columns = max(s.rest.shape[1] for s in splits)
+        stacked = {name: np.stack([_pad_right(getattr(s.rest, name), columns) for s in splits])
+                   for name in _REST_FIELDS if getattr(batch, name) is not None}
+        stacked["source"] = np.stack([s.source for s in splits])
+        stacked["prompt_ids"] = np.stack([_pad_prompts(s.prompt_ids, prompts, width, self.policy.pad_id) for s in splits])
+        stacked["prompt_mask"] = np.stack([_pad_prompts(s.prompt_mask, prompts, width, 0) for s in splits])
+        if self.mesh is None:
+            return stacked
+        replicated = NamedSharding(self.mesh, PartitionSpec())  # prompts are few and any row may read any of them
+        return {k: jax.device_put(v, replicated if k.startswith("prompt_") else batch_sharding(self.mesh, v.ndim, 1))
+                for k, v in stacked.items()}
 
     def train_step(self, batch: Batch) -> dict[str, float]:
         """``config.num_iterations`` updates on ``batch``; returns the metrics' means over them.

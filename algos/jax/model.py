@@ -208,10 +208,21 @@ def token_logprobs(logits: jax.Array, input_ids: jax.Array, temperature: float =
 
     This is the alignment convention of :mod:`textgym.algos.grpo`.
     """
-    scaled = logits[:, :-1] / temperature
-    picked = jnp.take_along_axis(scaled, input_ids[:, 1:, None], axis=-1)[..., 0]
-    lp = picked - jax.nn.logsumexp(scaled, axis=-1)
-    return jnp.pad(lp, ((0, 0), (1, 0)))
+    return jnp.pad(picked_logprobs(logits[:, :-1], input_ids[:, 1:], temperature), ((0, 0), (1, 0)))
+
+
+def picked_logprobs(logits: jax.Array, ids: jax.Array, temperature: float = 1.0) -> jax.Array:
+    """``log_softmax(logits / temperature)`` at ``ids``; both share their leading dims."""
+    scaled = logits / temperature
+    picked = jnp.take_along_axis(scaled, ids[..., None], axis=-1)[..., 0]
+    return picked - jax.nn.logsumexp(scaled, axis=-1)
+
+
+def empty_cache(model: CausalLM, batch: int, cache_len: int, dtype) -> tuple[LayerCache, ...]:
+    """Zeroed per-layer ``(k, v)`` caches of ``cache_len`` slots, each ``(B, K, S, D)``."""
+    layer = model.layers[0].self_attn
+    shape = (batch, layer.num_kv_heads, cache_len, layer.head_dim)
+    return tuple((jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in model.layers)
 
 
 def positions_from_mask(attention_mask: jax.Array) -> jax.Array:

@@ -3,9 +3,10 @@
 The jitted functions take the model's graph as a static argument, so every policy of one
 architecture (a reloaded checkpoint, a learner's updated weights) shares their compilations.
 
-Shapes are static and bucketed so a training run compiles a few times, not every step: prompts
-are left-padded to a power-of-two length ``P``, the batch to a power of two, the generation
-buffer to a power of two ``N >= max_new_tokens`` and the cache to ``S = P + N``. The number of
+Shapes are static and bucketed so a training run compiles a few times, not every step: the
+distinct prompts (a GRPO group shares one) are left-padded to a power-of-two length ``P`` and
+count, the batch to a power of two, the generation buffer to a power of two
+``N >= max_new_tokens`` and the cache to ``S = P + N``. The number of
 tokens actually generated is a traced value, and the decode loop is a ``lax.while_loop`` that ends
 when every row has stopped, so neither ``max_new_tokens`` nor early stopping recompiles. The cache
 is donated to the decode loop, so it is updated in place.
@@ -25,7 +26,8 @@ import numpy as np
 from flax import nnx
 
 from textgym.algos.grpo import bucket_length
-from textgym.algos.jax.model import positions_from_mask
+from textgym.algos.grpo.batch import distinct_prompts
+from textgym.algos.jax.model import empty_cache, positions_from_mask
 
 _NEVER = -3  # a stop-matrix entry no token equals
 _ANY = -2  # a stop-matrix entry every token matches (left of a shorter stop sequence)
@@ -68,25 +70,26 @@ def sample_token(logits: jax.Array, key: jax.Array, temperature: jax.Array, top_
     return token, jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
 
 
-def _empty_cache(model, batch: int, cache_len: int, dtype):
-    layer = model.layers[0].self_attn
-    shape = (batch, layer.num_kv_heads, cache_len, layer.head_dim)
-    return tuple((jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in model.layers)
-
-
 @partial(jax.jit, static_argnames=("graphdef", "cache_len"))
-def prefill(graphdef: nnx.GraphDef, params, prompt_ids, prompt_mask, cache_len: int):
-    """Run the left-padded prompts ``(B, P)`` into a fresh cache of ``cache_len`` slots.
+def prefill(graphdef: nnx.GraphDef, params, prompt_ids, prompt_mask, rows, cache_len: int):
+    """Run the distinct left-padded prompts ``(U, P)`` into a fresh cache, then copy it per row.
+
+    A GRPO group repeats one prompt ``group_size`` times: running each distinct prompt once and
+    gathering its cache for every row that samples from it saves most of the prefill.
+
+    Args:
+        rows: ``(B,)`` index of each sampled row's prompt in ``prompt_ids``.
 
     Returns:
         ``(last logits (B, V), cache, key-slot mask (B, S))``.
     """
     model = nnx.merge(graphdef, params)
-    b, p = prompt_ids.shape
+    u, p = prompt_ids.shape
     kv_mask = jnp.pad(prompt_mask, ((0, 0), (0, cache_len - p)))
-    cache = _empty_cache(model, b, cache_len, jax.tree.leaves(params)[0].dtype)
+    cache = empty_cache(model, u, cache_len, jax.tree.leaves(params)[0].dtype)
     logits, cache = model(prompt_ids, positions_from_mask(prompt_mask), kv_mask, cache, 0, last_only=True)
-    return logits[:, -1], cache, kv_mask
+    take = partial(jnp.take, indices=rows, axis=0)
+    return take(logits[:, -1]), jax.tree.map(take, cache), take(kv_mask)
 
 
 @partial(jax.jit, static_argnames=("graphdef", "use_top_p", "buffer"), donate_argnames=("cache",))
@@ -149,17 +152,19 @@ def generate(
     if any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
     n = len(prompts)
+    distinct, source = distinct_prompts(prompts)
     rows = bucket_length(n, _UNBOUNDED, min_bucket=1)
-    prompt_len = bucket_length(max(len(p) for p in prompts), _UNBOUNDED)
+    prompt_len = bucket_length(max(len(p) for p in distinct), _UNBOUNDED)
     buffer = bucket_length(max_new_tokens, _UNBOUNDED)
-    ids = np.full((rows, prompt_len), pad_id, np.int32)
-    mask = np.zeros((rows, prompt_len), np.int32)
-    for i, p in enumerate(prompts):
+    ids = np.full((bucket_length(len(distinct), _UNBOUNDED, min_bucket=1), prompt_len), pad_id, np.int32)
+    mask = np.zeros(ids.shape, np.int32)
+    for i, p in enumerate(distinct):
         ids[i, prompt_len - len(p) :] = p
         mask[i, prompt_len - len(p) :] = 1
-    logits, cache, kv_mask = prefill(graphdef, params, ids, mask, cache_len=prompt_len + buffer)
+    source = np.pad(source, (0, rows - n))  # batch padding rows copy prompt 0 and never run
+    logits, cache, kv_mask = prefill(graphdef, params, ids, mask, source, cache_len=prompt_len + buffer)
     done = np.arange(rows) >= n  # batch padding rows never run
-    next_pos = mask.sum(axis=1).astype(np.int32)
+    next_pos = mask.sum(axis=1).astype(np.int32)[source]
     tokens, lps, lengths, _ = decode(
         graphdef, params, cache, kv_mask, logits, next_pos, done, jax.random.key(seed), np.int32(max_new_tokens),
         np.float32(temperature), np.float32(top_p), stop_matrix(stop_ids, eos_ids), np.int32(pad_id),

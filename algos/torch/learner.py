@@ -3,7 +3,8 @@
 One :meth:`Learner.train_step` is one optimiser step over a packed :class:`~textgym.algos.grpo.Batch`.
 The batch's loss weights already carry the global token and sequence counts, so the gradients of
 the micro-batches (and of the DDP ranks) simply *add up* to the gradient of the whole batch:
-accumulation and data parallelism never change the objective.
+accumulation and data parallelism never change the objective. Each micro-batch is cut at its rows'
+prompts (:func:`~textgym.algos.grpo.batch.split_prompts`), so a group's shared prompt runs once.
 
 Data parallelism: when ``torch.distributed`` is initialised (``torchrun``, or
 ``init_process_group("gloo")`` on CPU), every rank calls ``train_step`` with the same global
@@ -28,8 +29,9 @@ from safetensors.torch import load_file, save_file
 from torch.nn.parallel import DistributedDataParallel
 
 from textgym.algos.grpo import Batch, GRPOConfig, split_micro_batches
+from textgym.algos.grpo.batch import split_prompts
 from textgym.algos.torch.loss import grpo_loss
-from textgym.algos.torch.policy import Policy, sequence_logprobs
+from textgym.algos.torch.policy import Policy, continuation_logprobs
 
 STATE_FILE = "trainer_state.pt"
 REFERENCE_DIR = "reference"  # a subdirectory: HF loaders read every top-level *.safetensors
@@ -153,20 +155,17 @@ class Learner:
             yield micro
 
     def _loss(self, micro: Batch, device: torch.device) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        micro = _trim_columns(micro)
-        ids = torch.as_tensor(micro.input_ids, dtype=torch.long, device=device)
-        mask = torch.as_tensor(micro.attention_mask, dtype=torch.long, device=device)
-        mask[:, 0] = 1  # an all-padding row must still attend somewhere (its weights are 0)
+        split = split_prompts(micro, self.policy.pad_id)
         autocast = (
             torch.autocast(device.type, dtype=torch.bfloat16) if self.config.compute_dtype == "bfloat16" else nullcontext()
         )
         with autocast:
-            logprobs = sequence_logprobs(self.module, ids, mask, self.config.temperature)
+            logprobs = continuation_logprobs(self.module, split, self.config.temperature)
             ref = None
             if self.reference is not None:
                 with torch.no_grad():
-                    ref = sequence_logprobs(self.reference, ids, mask, self.config.temperature)
-        return grpo_loss(logprobs.float(), micro, self.config, ref)
+                    ref = continuation_logprobs(self.reference, split, self.config.temperature)
+        return grpo_loss(logprobs.float(), split.rest, self.config, ref)
 
     # ----- checkpoints -----
 
@@ -261,16 +260,6 @@ def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def _rows(batch: Batch, rows: slice) -> Batch:
     return batch.replace(**{k: v[rows] for k, v in vars(batch).items() if isinstance(v, np.ndarray)})
-
-
-def _trim_columns(batch: Batch) -> Batch:
-    """Drop the padding columns after the longest sequence (exact: padding is at the end).
-
-    ``pack`` rounds lengths up to power-of-two buckets so a jitted step compiles rarely; eager
-    torch has nothing to compile and would pay for every padding column (up to 2x the work).
-    """
-    length = max(1, int(batch.attention_mask.sum(axis=1).max()))
-    return batch.replace(**{k: v[:, :length] for k, v in vars(batch).items() if isinstance(v, np.ndarray) and v.ndim == 2})
 
 
 def _pad_rows(batch: Batch, multiple: int) -> Batch:

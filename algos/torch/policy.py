@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
+from textgym.algos.grpo.batch import PromptSplit
 from textgym.algos.torch.sampler import generate, token_logprobs
 
 
@@ -32,6 +33,31 @@ def sequence_logprobs(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Ten
     lp = token_logprobs(logits[:, :-1], ids[:, 1:], temperature)  # (B, T-1)
     lp = F.pad(lp, (1, 0))  # (B, T): nothing predicts the first token
     return lp * (mask * F.pad(mask[:, :-1], (1, 0))).to(lp.dtype)
+
+
+def continuation_logprobs(model: torch.nn.Module, split: PromptSplit, temperature: float = 1.0) -> torch.Tensor:
+    """Logprob of every token of ``split.rest`` (differentiable), each distinct prompt run once.
+
+    The prompts fill a KV cache whose rows are copied to the rows that continue them (gradients
+    flow back through the copy), so a group's shared prompt costs one row, not ``group_size``.
+
+    Returns:
+        ``(B, C)`` float32, aligned with ``split.rest.input_ids``; padding holds anything.
+    """
+    device = next(model.parameters()).device
+
+    def tensor(a) -> torch.Tensor:
+        return torch.as_tensor(a, dtype=torch.long, device=device)
+
+    prompt_mask, source, rest = tensor(split.prompt_mask), tensor(split.source), split.rest
+    cache = DynamicCache(config=getattr(model, "module", model).config)  # DDP keeps the model as .module
+    last = model(input_ids=tensor(split.prompt_ids), attention_mask=prompt_mask, position_ids=(prompt_mask.cumsum(-1) - 1).clamp(min=0),
+                 cache=cache, use_cache=True, logits_to_keep=1).logits  # (U, 1, V)
+    cache.reorder_cache(source)
+    mask = torch.cat([prompt_mask[source], tensor(rest.attention_mask)], dim=1)
+    ids = tensor(rest.input_ids)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=tensor(rest.positions), cache=cache, use_cache=True).logits
+    return token_logprobs(torch.cat([last[source], logits[:, :-1]], dim=1), ids, temperature)
 
 
 class Policy:

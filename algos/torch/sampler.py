@@ -1,8 +1,9 @@
 """Batched sampling with a KV cache for transformers causal LMs, drawn from an explicit generator.
 
-The torch twin of :mod:`textgym.algos.jax.sampler`. Prompts are left-padded into one prefill
-(positions count real tokens only, so padding never shifts RoPE); then one token per step for
-every unfinished row, each step feeding only the new token against the cache. Randomness comes
+The torch twin of :mod:`textgym.algos.jax.sampler`. The distinct prompts are left-padded into
+one prefill (positions count real tokens only, so padding never shifts RoPE) whose cache is copied
+to every row that continues them; then one token per step for every unfinished row, each step
+feeding only the new token against the cache. Randomness comes
 from a ``torch.Generator`` seeded per call, never from torch's global RNG.
 """
 
@@ -13,6 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from textgym.algos.grpo.batch import distinct_prompts
 
 
 def token_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -20,6 +24,35 @@ def token_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float =
     logits = logits.float() / temperature
     picked = logits.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
     return picked - torch.logsumexp(logits, dim=-1)
+
+
+class _SlotLayer(DynamicLayer):
+    """A full-attention cache layer that writes new keys into spare slots instead of concatenating.
+
+    ``DynamicLayer`` copies the whole cache at every decode step (``torch.cat``), which on a CPU
+    costs about as much as the attention itself. The keys handed to attention are a view of the
+    filled slots, equal to ``DynamicLayer``'s; a cache replaced wholesale (``reorder_cache``) is
+    copied into fresh slots at the next step.
+    """
+
+    def __init__(self, capacity: int):
+        super().__init__()
+        self.capacity = capacity
+        self.slots: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, K, capacity, D) keys and values
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        start = self.get_seq_length()
+        end = start + key_states.shape[-2]
+        if self.slots is None or self.keys._base is not self.slots[0]:
+            size = max(self.capacity, end)
+            self.slots = tuple(x.new_empty((*x.shape[:2], size, x.shape[-1])) for x in (key_states, value_states))
+            if start:
+                self.slots[0][:, :, :start], self.slots[1][:, :, :start] = self.keys, self.values
+        self.slots[0][:, :, start:end], self.slots[1][:, :, start:end] = key_states, value_states
+        self.keys, self.values = self.slots[0][:, :, :end], self.slots[1][:, :, :end]
+        return self.keys, self.values
 
 
 def sample_token(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -33,7 +66,10 @@ def sample_token(logits: torch.Tensor, temperature: float, top_p: float, generat
         sorted_p, order = probs.sort(dim=-1, descending=True)
         keep = (sorted_p.cumsum(-1) - sorted_p) < top_p  # always keeps the most likely token
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_p * keep)
-    tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    # Inverse CDF with one uniform number per row: multinomial draws one per vocabulary entry.
+    cdf = probs.cumsum(-1)
+    u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device) * cdf[:, -1:]
+    tok = (cdf <= u).sum(-1).clamp(max=probs.shape[-1] - 1)
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
 
 
@@ -58,25 +94,30 @@ def generate(
     if min(lengths) < 1:
         raise ValueError("every prompt needs at least one token")
     device = next(model.parameters()).device
+    distinct, source = distinct_prompts(prompts)
     width = max(lengths)
-    ids = torch.full((batch, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((batch, width), dtype=torch.long)
-    for i, p in enumerate(prompts):  # left padding: every row's next token is at the end
+    ids = torch.full((len(distinct), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(distinct), width), dtype=torch.long)
+    for i, p in enumerate(distinct):  # left padding: every row's next token is at the end
         ids[i, width - len(p):] = torch.as_tensor(np.asarray(p, dtype=np.int64))
         mask[i, width - len(p):] = 1
-    ids, mask = ids.to(device), mask.to(device)
+    ids, mask, source = ids.to(device), mask.to(device), torch.as_tensor(source, dtype=torch.long, device=device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     generator = torch.Generator(device=device).manual_seed(int(seed))
     eos = torch.as_tensor(list(eos_ids), dtype=torch.long, device=device)
     stops = [list(map(int, s)) for s in stop_ids if len(s)]
     cache = DynamicCache(config=model.config)
+    cache.layers = [_SlotLayer(width + int(max_new_tokens)) if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    # A GRPO group repeats one prompt: run each distinct prompt once, then copy its cache per row.
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1)
+    cache.reorder_cache(source)
+    logits, mask, positions = out.logits[source], mask[source], positions[source]
     next_pos = positions[:, -1] + 1
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     ends = np.full(batch, int(max_new_tokens))  # generated length of each row
     tokens, logps, history = [], [], [[] for _ in range(batch)]
     for step in range(int(max_new_tokens)):
-        tok, lp = sample_token(out.logits[:, -1].float(), temperature, top_p, generator)
+        tok, lp = sample_token(logits[:, -1].float(), temperature, top_p, generator)
         tok = torch.where(done, torch.full_like(tok, pad_id), tok)
         tokens.append(tok)
         logps.append(lp)
@@ -91,7 +132,7 @@ def generate(
         if bool(done.all()):
             break
         mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
-        out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None], cache=cache, use_cache=True)
+        logits = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None], cache=cache, use_cache=True).logits
         next_pos = next_pos + 1
     toks = torch.stack(tokens, 1).cpu().numpy().astype(np.int32) if tokens else np.zeros((batch, 0), np.int32)
     lps = torch.stack(logps, 1).cpu().numpy().astype(np.float32) if logps else np.zeros((batch, 0), np.float32)

@@ -11,7 +11,9 @@ pytest.importorskip("transformers")
 from textgym.algos import tiny  # noqa: E402
 from textgym.algos.grpo import GRPOConfig, pack  # noqa: E402
 from textgym.algos.grpo import grpo_loss as reference_loss  # noqa: E402
+from textgym.algos.grpo.batch import split_prompts  # noqa: E402
 from textgym.algos.torch import Learner, grpo_loss, load_policy  # noqa: E402
+from textgym.algos.torch.sampler import sample_token  # noqa: E402
 from textgym.rollout import Rollout  # noqa: E402
 
 SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
@@ -97,6 +99,21 @@ def test_greedy_batch_equals_one_by_one_and_stops_at_eos_or_stop_ids(model_dir):
     np.testing.assert_array_equal(cut[0], batched[1][:end])
 
 
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.5, 1.0), (1.0, 0.7)])
+def test_sampled_frequencies_follow_the_tempered_nucleus_distribution(temperature, top_p):
+    logits = torch.log(torch.tensor([0.5, 0.25, 0.15, 0.1, 0.0]))
+    rows = 20000
+    tokens, lps = sample_token(logits.repeat(rows, 1), temperature, top_p, torch.Generator().manual_seed(0))
+    p = torch.softmax(logits / temperature, -1).numpy()
+    np.testing.assert_allclose(lps.numpy(), np.log(p[tokens.numpy()]), rtol=1e-5)
+    if top_p < 1:  # the mass before the third token is 0.75 >= 0.7: only the first two survive
+        keep = np.cumsum(p) - p < top_p
+        p = np.where(keep, p, 0) / p[keep].sum()
+    freq = np.bincount(tokens.numpy(), minlength=5) / rows
+    np.testing.assert_allclose(freq, p, atol=0.015)
+    assert freq[4] == 0
+
+
 # --- loss ------------------------------------------------------------------------------------
 
 
@@ -144,6 +161,25 @@ def test_gradient_accumulation_does_not_change_the_step(model_dir):
         for name, value in weights.items():
             # Adam moves every weight by ~lr = 1e-3; float32 summation order may differ by far less.
             np.testing.assert_allclose(value, results[0][1][name], atol=2e-5, err_msg=name)
+
+
+def test_a_shared_prompt_runs_once_and_scores_like_a_full_forward(model_dir):
+    policy = load_policy(model_dir)
+    rng = np.random.default_rng(9)
+    prompts = [p for n in (4, 9) for p in [rng.integers(0, 256, n).astype(np.int32)] * 4]  # two groups of four
+    ids, lps = policy.generate(prompts, max_new_tokens=6, temperature=1.0, seed=3, eos_ids=[])
+    assert not np.array_equal(ids[0], ids[1])  # one prefill, yet every row samples on its own
+    rollouts = [Rollout("e", "t", i // 4, [], float(i % 2), False, 1, True, False, token_ids=np.concatenate([p, o]),
+                        loss_mask=np.r_[np.zeros(len(p)), np.ones(len(o))].astype(np.int8),
+                        logprobs=np.r_[np.zeros(len(p)), lp].astype(np.float32), group=i // 4)
+                for i, (p, o, lp) in enumerate(zip(prompts, ids, lps))]
+    config = GRPOConfig(group_size=4, micro_batch_size=5, lr=1e-3, max_length=64)  # the second micro-batch has padding rows
+    batch = pack(rollouts, config, pad_id=policy.pad_id)
+    assert len(split_prompts(batch, policy.pad_id).prompt_ids) == 3  # two prompts and the padding rows' one
+    expected, _ = reference_loss(policy.logprobs(batch.input_ids, batch.attention_mask), batch, config)
+    metrics = Learner(policy, config).train_step(batch)
+    assert metrics["stats/ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # the learner scores what the sampler drew
+    assert metrics["loss/total"] == pytest.approx(expected, abs=1e-6)
 
 
 def test_without_sampler_logprobs_the_first_ratio_is_one(model_dir):
