@@ -4,9 +4,9 @@ The jitted functions take the model's graph as a static argument, so every polic
 architecture (a reloaded checkpoint, a learner's updated weights) shares their compilations.
 
 Shapes are static and bucketed so a training run compiles a few times, not every step: the
-distinct prompts (a GRPO group shares one) are left-padded to a power-of-two length ``P`` and
-count, the batch to a power of two, the generation buffer to a power of two
-``N >= max_new_tokens`` and the cache to ``S = P + N``. The number of
+distinct prompts (a GRPO group shares one) are left-padded to a length ``P`` in eighths of a
+power of two and their count to a power of two, the batch to a power of two, the generation
+buffer to a power of two ``N >= max_new_tokens`` and the cache to ``S = P + N``. The number of
 tokens actually generated is a traced value, and the decode loop is a ``lax.while_loop`` that ends
 when every row has stopped, so neither ``max_new_tokens`` nor early stopping recompiles. The cache
 is donated to the decode loop, so it is updated in place.
@@ -133,6 +133,16 @@ def decode(graphdef: nnx.GraphDef, params, cache, kv_mask, logits, next_pos, don
     return state[5][:, width - 1 :], state[6], state[7], state[1]
 
 
+def _prompt_bucket(n: int) -> int:
+    """The prompt length for ``n`` tokens: power-of-two buckets cut in eighths (16 at least).
+
+    Every decode step attends to all ``P + N`` cache slots, so a 136-token prompt in a 256 bucket
+    costs a third more per step than in a 160 one; eighths keep at most 8 shapes per doubling.
+    """
+    step = max(16, bucket_length(n, _UNBOUNDED) // 8)
+    return -(-n // step) * step
+
+
 def generate(
     graphdef: nnx.GraphDef,
     params,
@@ -154,7 +164,7 @@ def generate(
     n = len(prompts)
     distinct, source = distinct_prompts(prompts)
     rows = bucket_length(n, _UNBOUNDED, min_bucket=1)
-    prompt_len = bucket_length(max(len(p) for p in distinct), _UNBOUNDED)
+    prompt_len = _prompt_bucket(max(len(p) for p in distinct))
     buffer = bucket_length(max_new_tokens, _UNBOUNDED)
     ids = np.full((bucket_length(len(distinct), _UNBOUNDED, min_bucket=1), prompt_len), pad_id, np.int32)
     mask = np.zeros(ids.shape, np.int32)
