@@ -64,8 +64,8 @@ def make_optimizer(config: GRPOConfig) -> optax.GradientTransformation:
 def _logprobs(graphdef: nnx.GraphDef, config: GRPOConfig, params, micro) -> jax.Array:
     """Logprobs ``(B, C)`` of the rows' continuations (:class:`~textgym.algos.grpo.batch.PromptSplit`).
 
-    Each distinct prompt runs once into a KV cache; its rows are gathered for the continuations
-    that attend to them (gradients flow back through the gather).
+    Each distinct prompt runs once into a KV cache; its rows are copied for the continuations
+    that attend to them (gradients flow back through the copy).
     """
     dtype = jnp.dtype(config.compute_dtype)
     model = nnx.merge(graphdef, jax.tree.map(lambda p: p.astype(dtype), params))
@@ -74,10 +74,18 @@ def _logprobs(graphdef: nnx.GraphDef, config: GRPOConfig, params, micro) -> jax.
     kv_mask = jnp.pad(prompt_mask, ((0, 0), (0, ids.shape[1])))
     cache = empty_cache(model, prompt_mask.shape[0], kv_mask.shape[1], dtype)
     last, cache = model(micro["prompt_ids"], positions_from_mask(prompt_mask), kv_mask, cache, 0, last_only=True)
-    cache = jax.tree.map(lambda c: c[rows], cache)
+    pick = jax.nn.one_hot(rows, prompt_mask.shape[0], dtype=dtype)  # (B, U)
+    cache = jax.tree.map(partial(_copy_rows, pick), cache)
     kv_mask = jnp.concatenate([prompt_mask[rows], micro["attention_mask"]], axis=1)
     logits, _ = model(ids, micro["positions"], kv_mask, cache, width)
-    return picked_logprobs(jnp.concatenate([last[rows], logits[:, :-1]], axis=1), ids, config.temperature)
+    return picked_logprobs(jnp.concatenate([_copy_rows(pick, last), logits[:, :-1]], axis=1), ids, config.temperature)
+
+
+def _copy_rows(pick: jax.Array, x: jax.Array) -> jax.Array:
+    """``x[rows]`` as a product with the one-hot ``pick`` ``(B, U)``: exact (finite ``x``, full
+    precision, so no TF32 on GPUs), and its gradient is a matmul too, where a gather's is a
+    scatter-add that XLA runs slowly on CPUs."""
+    return jnp.einsum("bu,u...->b...", pick, x, precision=jax.lax.Precision.HIGHEST)
 
 
 @partial(jax.jit, static_argnames=("graphdef", "config"), donate_argnames=("params", "opt_state"))
