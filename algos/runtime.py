@@ -61,6 +61,12 @@ def load_tokenizer(path: str | Path) -> Any:
     return transformers.AutoTokenizer.from_pretrained(str(path))
 
 
+def quiet_transformers() -> None:
+    """Turn off transformers' own "Loading weights" / "Writing model shards" bars (``--no-progress``)."""
+    transformers = require("transformers", "tokens")
+    transformers.utils.logging.disable_progress_bar()
+
+
 def token_venv(
     env: str,
     env_kwargs: Mapping[str, Any],
