@@ -62,7 +62,8 @@ def load_tokenizer(path: str | Path) -> Any:
 
 
 def quiet_transformers() -> None:
-    """Turn off transformers' own "Loading weights" / "Writing model shards" bars (``--no-progress``)."""
+    """Turn off transformers' "Loading weights" / "Writing model shards" bars: a run shows its own
+    progress bar (or none, with ``--no-progress``), which a bar per checkpoint would interleave."""
     transformers = require("transformers", "tokens")
     transformers.utils.logging.disable_progress_bar()
 

@@ -91,8 +91,7 @@ def sft(config: SFTConfig) -> Path:
     exists is not repeated (so a resumed ``textgym train`` skips it).
     """
     config = recipes.resolve_sft(config)
-    if not config.progress:
-        runtime.quiet_transformers()
+    runtime.quiet_transformers()
     out = Path(config.output_dir)
     final = out / "final"
     if (final / "config.json").is_file():

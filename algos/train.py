@@ -49,8 +49,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
         ``after`` are the held-out evaluations of the model GRPO started from and of the final one.
     """
     config = recipes.resolve_train(config)
-    if not config.progress:
-        runtime.quiet_transformers()
+    runtime.quiet_transformers()
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2) + "\n", encoding="utf-8")
