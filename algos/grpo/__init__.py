@@ -21,7 +21,7 @@ References:
 """
 
 from textgym.algos.grpo.advantages import group_advantages, group_ids
-from textgym.algos.grpo.batch import Batch, bucket_length, loss_weights, pack, split_micro_batches
+from textgym.algos.grpo.batch import Batch, bucket_length, fine_bucket, loss_weights, pack, split_micro_batches
 from textgym.algos.grpo.config import GRPOConfig
 from textgym.algos.grpo.loss import grpo_loss
 
@@ -29,6 +29,7 @@ __all__ = [
     "Batch",
     "GRPOConfig",
     "bucket_length",
+    "fine_bucket",
     "group_advantages",
     "group_ids",
     "grpo_loss",

@@ -23,7 +23,7 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
-from textgym.algos.grpo import Batch, GRPOConfig, bucket_length, split_micro_batches
+from textgym.algos.grpo import Batch, GRPOConfig, bucket_length, fine_bucket, split_micro_batches
 from textgym.algos.grpo.batch import split_prompts
 from textgym.algos.jax.loss import grpo_loss
 from textgym.algos.jax.model import empty_cache, picked_logprobs, positions_from_mask
@@ -31,11 +31,10 @@ from textgym.algos.jax.params import export_params, load_params
 from textgym.algos.jax.policy import Policy
 from textgym.algos.jax.sharding import batch_sharding, shard_params
 
-# Columns are rounded up to these multiples: tight enough that little is wasted (every continuation
-# token attends to all of them), coarse enough that a run compiles the update a few times. A row's
-# prompt (its tokens before the first trained one) hardly varies within an env; continuations do.
+# A row's prompt (its tokens before the first trained one) hardly varies within an env: multiples
+# of 16. Continuations do, and every one of their tokens attends to all columns: fine_bucket keeps
+# the waste small (a 25-token answer in 32 columns, not 64) and the compilations few.
 _PROMPT_MULTIPLE = 16
-_REST_MULTIPLE = 64
 _REST_FIELDS = ("input_ids", "attention_mask", "positions", "loss_mask", "loss_weights", "advantages", "old_logprobs")
 _UNBOUNDED = 1 << 30
 
@@ -156,10 +155,10 @@ class Learner:
         mbs = self.config.micro_batch_size
         if rows % mbs:
             raise ValueError(f"batch rows ({rows}) must be a multiple of micro_batch_size ({mbs}): pack with this config")
-        splits = [split_prompts(m, self.policy.pad_id, _PROMPT_MULTIPLE, _REST_MULTIPLE) for m in split_micro_batches(batch, mbs)]
+        splits = [split_prompts(m, self.policy.pad_id, _PROMPT_MULTIPLE) for m in split_micro_batches(batch, mbs)]
         prompts = bucket_length(max(len(s.prompt_ids) for s in splits), _UNBOUNDED, min_bucket=1)
         width = max(s.prompt_ids.shape[1] for s in splits)
-        columns = max(s.rest.shape[1] for s in splits)
+        columns = fine_bucket(max(s.rest.shape[1] for s in splits))
         stacked = {name: np.stack([_pad_right(getattr(s.rest, name), columns) for s in splits])
                    for name in _REST_FIELDS if getattr(batch, name) is not None}
         stacked["source"] = np.stack([s.source for s in splits])

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from textgym.algos.grpo import (
     GRPOConfig,
     bucket_length,
+    fine_bucket,
     group_advantages,
     group_ids,
     grpo_loss,
@@ -141,6 +142,13 @@ def test_pack_rejects_text_rollouts_and_mixed_logprobs():
 def test_bucket_length_limits_the_number_of_shapes():
     shapes = {bucket_length(n, 1024) for n in range(1, 1025)}
     assert shapes == {16, 32, 64, 128, 256, 512, 1024}
+
+
+def test_fine_bucket_wastes_little_and_keeps_shapes_few():
+    sizes = {n: fine_bucket(n) for n in range(1, 4097)}
+    assert all(n <= b for n, b in sizes.items())
+    assert all(b - n < max(16, n / 4) for n, b in sizes.items())  # an eighth of the power of two above n
+    assert len(set(sizes.values())) <= 8 * 9  # at most 8 shapes per doubling from 16 to 4096
 
 
 # --- aggregation -----------------------------------------------------------------------------
