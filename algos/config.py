@@ -104,8 +104,8 @@ class TrainConfig:
         resume: Continue from ``output_dir``'s latest checkpoint when there is one.
         sft_steps: Optimiser steps of the SFT warm start before GRPO (0: none; ``None``: recipe).
         sft_env_kwargs: ``gym.make`` keyword arguments of the warm start's demonstrations
-            (``None``: the recipe's, else ``env_kwargs``). Easier tasks than GRPO's leave GRPO
-            something to learn: the tiny Sudoku recipe demonstrates one blank and trains on four.
+            (``None``: the recipe's, else ``env_kwargs``), e.g. easier tasks than GRPO's for a
+            curriculum.
         sft_demos: Oracle demonstrations for the warm start (``None``: recipe, else 256).
         sft_lr: Learning rate of the warm start (``None``: recipe, else ``10 * grpo.lr``).
         sft_oracle_kwargs: See ``SFTConfig.oracle_kwargs``.
