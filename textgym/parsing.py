@@ -26,7 +26,8 @@ from textgym.messages import FrozenDict, assistant
 TOOL_OPEN = "<tool_call>"
 TOOL_CLOSE = "</tool_call>"
 _ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|\Z)", re.DOTALL)
-_FENCE = re.compile(r"```([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_FENCE = "```"
+_LANG = re.compile(r"[A-Za-z0-9_+-]*")
 _DECODER = json.JSONDecoder()
 
 
@@ -207,8 +208,27 @@ def _last_answer(text: str) -> str | None:
 
 def extract_code(text: str) -> str | None:
     """The last fenced code block, preferring ```python/```py blocks; None when there is none."""
-    blocks = _FENCE.findall(text)
+    blocks = _fenced_blocks(text)
     if not blocks:
         return None
     python = [body for lang, body in blocks if lang.lower() in ("python", "py", "python3")]
     return (python or [body for _, body in blocks])[-1]
+
+
+def _fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """``(language, body)`` of every fenced block, in one forward scan (linear in ``text``).
+
+    A fence opens at ```` ``` ```` and its line must end; the body runs to the next ```` ``` ````
+    or to the end of the text (an unclosed block still counts). A regex with two overlapping
+    quantifiers on the opening line was quadratic on one long unterminated line.
+    """
+    blocks, pos = [], text.find(_FENCE)
+    while pos >= 0:
+        newline = text.find("\n", pos + len(_FENCE))
+        if newline < 0:
+            break
+        lang = _LANG.match(text, pos + len(_FENCE), newline).group()
+        close = text.find(_FENCE, newline + 1)
+        blocks.append((lang, text[newline + 1 : len(text) if close < 0 else close]))
+        pos = -1 if close < 0 else text.find(_FENCE, close + len(_FENCE))
+    return blocks

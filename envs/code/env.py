@@ -13,7 +13,7 @@ from textgym.envs.code.formats import task_from_dict
 from textgym.envs.code.generator import generate
 from textgym.envs.code.verify import feedback, verify
 from textgym.messages import FrozenDict, system, user
-from textgym.parsing import ParsedTurn, extract_code
+from textgym.parsing import ParsedTurn
 from textgym.sandbox import Limits, Sandbox, shared_sandbox
 from textgym.tasks import Task
 
@@ -112,9 +112,7 @@ class CodeEnv(TextEnv):
         return [system(SYSTEM), user(_statement(task))]
 
     def respond(self, turn: ParsedTurn) -> Outcome:
-        code = extract_code(turn.text)
-        if code is None:
-            code = turn.text
+        code = turn.code if turn.code is not None else turn.text  # the parser already found the block
         self.attempts += 1
         result = verify(self.sandbox, self.task, code)
         self.last_verification = result

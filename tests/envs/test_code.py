@@ -14,6 +14,7 @@ from textgym.envs.code import CodeEnv
 from textgym.envs.code.families import FAMILIES
 from textgym.envs.code.generator import generate
 from textgym.messages import thaw
+from textgym.parsing import extract_code
 
 WRONG = "```python\ndef nothing():\n    return None\n\nprint('wrong')\n```"
 
@@ -114,6 +115,15 @@ def test_last_python_block_wins(env):
     env.reset(seed=0, options={"task": {"prompt": "p", "entry_point": "f", "tests": [{"args": [2], "expected": 4}]}})
     text = "First try:\n```python\ndef f(x):\n    return 0\n```\nBetter:\n```python\ndef f(x):\n    return x * 2\n```"
     assert env.step(text)[1] == 1.0
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("line", ["a" * 320_000, "-" * 320_000, "python " * 45_000])
+def test_code_fence_on_one_endless_line_is_read_in_linear_time(line):
+    """An unterminated ``` line once took ~1 s at 32,765 characters (a quadratic regex):
+    ten times longer it would take minutes; a linear scan takes microseconds."""
+    assert extract_code("```" + line) is None
+    assert extract_code("```" + line + "\nx = 1\n") == "x = 1\n"
 
 
 def test_dict_action_is_accepted(env):
