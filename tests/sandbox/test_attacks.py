@@ -346,3 +346,84 @@ def test_kernel_interfaces_are_filtered(box):
     results = box.run(code, calls).results
     assert [r.value for r in results[:5]] == [(-1, 1)] * 5  # EPERM
     assert results[5].value == 0
+
+
+IPC = (
+    "import ctypes\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.shmat.restype = ctypes.c_void_p\n"
+    "IPC_CREAT = 0o1000\n"
+)
+# Program 1 makes the object (and leaves data in it); program 3 looks for it by its key.
+SYSV = {
+    "shm": (
+        "def f():\n"
+        "    ident = libc.shmget(0x7E57, 4096, IPC_CREAT | 0o666)\n"
+        "    addr = libc.shmat(ident, None, 0)\n"
+        "    ctypes.memmove(addr, b'secret', 6)\n"
+        "    return libc.shmdt(ctypes.c_void_p(addr)) == 0 and ident >= 0\n",
+        "def f():\n"
+        "    ident = libc.shmget(0x7E57, 0, 0)\n"
+        "    if ident < 0:\n"
+        "        return 'gone'\n"
+        "    return ctypes.string_at(libc.shmat(ident, None, 0), 6).decode()\n",
+    ),
+    "msg": (
+        "def f():\n"
+        "    return libc.msgget(0x7E58, IPC_CREAT | 0o666) >= 0\n",
+        "def f():\n"
+        "    return 'gone' if libc.msgget(0x7E58, 0) < 0 else 'survived'\n",
+    ),
+    "sem": (
+        "def f():\n"
+        "    return libc.semget(0x7E59, 1, IPC_CREAT | 0o666) >= 0\n",
+        "def f():\n"
+        "    return 'gone' if libc.semget(0x7E59, 0, 0) < 0 else 'survived'\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SYSV))
+def test_sysv_ipc_does_not_survive_the_submission(box, kind):
+    make, find = SYSV[kind]
+    assert box.run(IPC + make, [Call(name="f")]).results[0].value is True
+    assert box.run(HONEST, [Call(name="f", args=[1])]).results[0].value == 2
+    assert box.run(IPC + find, [Call(name="f")]).results[0].value == "gone"
+
+
+def test_posix_message_queue_does_not_survive_the_submission(box):
+    code = IPC + "def f(flags):\n    return libc.mq_open(b'/textgym', flags, 0o600, None) >= 0\n"
+    assert box.run(code, [Call(name="f", args=[0o100 | 2])]).results[0].value is True  # O_CREAT | O_RDWR
+    assert box.run(code, [Call(name="f", args=[2])]).results[0].value is False
+
+
+def test_detached_shared_memory_is_not_charged_to_later_programs(box):
+    (worker,) = box._all
+    if worker.cgroup is None or not any("memory" in d for d in worker.cgroup.dirs):
+        pytest.skip("no memory cgroup on this host")
+    hog = IPC + (
+        "def f():\n"
+        "    for key in (0x7E60, 0x7E61, 0x7E62):\n"
+        "        ident = libc.shmget(key, 100 << 20, IPC_CREAT | 0o600)\n"
+        "        addr = libc.shmat(ident, None, 0)\n"
+        "        ctypes.memset(addr, 1, 100 << 20)\n"
+        "        libc.shmdt(ctypes.c_void_p(addr))\n"
+        "    return True\n"
+    )
+    assert box.run(hog, [Call(name="f")]).results[0].value is True
+    honest = "def f():\n    return len(bytearray(b'x') * (200 << 20))\n"  # touches every page
+    assert box.run(honest, [Call(name="f")]).results[0].value == 200 << 20
+
+
+@pytest.mark.parametrize("shape", ["[v, 0]", "v"])
+def test_hash_colliding_reply_is_refused(box, shape):
+    """24,000 ints that all hash to 0 would take the host seconds to put in a set or dict."""
+    tag = "__dict__" if shape != "v" else "__set__"
+    forge = (
+        "import __main__\n"
+        f"__main__.encode = lambda value, depth=0: {{'{tag}': [{shape} for v in value]}}\n"
+        "def f():\n"
+        "    return [(2**61 - 1) * (k + 1) for k in range(24000)]\n"
+    )
+    result = box.run(forge, [Call(name="f")]).results[0]
+    assert not result.ok and "hash" in result.error

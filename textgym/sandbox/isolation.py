@@ -158,7 +158,9 @@ def bwrap_command(limits: Limits, *, privileged: bool, seccomp_fd: int | None = 
     site = os.path.join(layout.stdlib, "site-packages")
     if os.path.isdir(site):  # third-party packages stay outside
         cmd += ["--tmpfs", f"{SANDBOX_PYTHON}/lib/{layout.version}/site-packages"]
-    cmd += ["--proc", "/proc", "--dev", "/dev"]
+    # The IPC namespace is the worker's, so the zygote removes what each program leaves in it;
+    # the mqueue mount is how it can see POSIX message queues at all.
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--mqueue", "/dev/mqueue"]
     if seccomp_fd is not None:
         cmd += ["--seccomp", str(seccomp_fd)]
     cmd += ["--size", str(limits.tmp_size), "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv"]

@@ -66,8 +66,8 @@ class CallResult:
             error = "the program sent a malformed error"
         try:
             value = decode(reply.get("value"))
-        except (TypeError, ValueError, RecursionError):
-            return cls(error="the program returned a value that could not be decoded")
+        except (TypeError, ValueError, RecursionError) as exc:
+            return cls(error=f"the program returned a value that could not be decoded: {str(exc)[:200]}")
         return cls(value=value, error=error, timeout=bool(reply.get("timeout")), truncated=bool(reply.get("truncated")))
 
 

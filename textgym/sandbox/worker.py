@@ -43,7 +43,7 @@ class Worker:
         self.proc: subprocess.Popen | None = None
         self.cgroup: cgroups.WorkerCgroup | None = None
         self._workdir: str | None = None
-        self._buffer = b""
+        self._partial: list[bytes] = []  # a reply line not complete yet
         self._owner = os.getpid()
 
     @property
@@ -75,7 +75,7 @@ class Worker:
         finally:
             for fd in fds:
                 os.close(fd)
-        self._buffer = b""
+        self._partial = []
         try:
             ready = self.exchange([config], START_TIMEOUT)[0]
         except WorkerDied as exc:
@@ -120,8 +120,11 @@ class Worker:
                     chunk = os.read(stdout, 1 << 16)
                     if not chunk:
                         raise WorkerDied("the sandbox worker exited", replies)
-                    self._buffer += chunk
-                    *lines, self._buffer = self._buffer.split(b"\n")
+                    if b"\n" not in chunk:  # only new bytes are searched: linear in the reply
+                        self._partial.append(chunk)
+                        continue
+                    *lines, rest = b"".join([*self._partial, chunk]).split(b"\n")
+                    self._partial = [rest]
                     replies.extend(_reply(line) for line in lines)
         return replies
 

@@ -61,19 +61,42 @@ def encode(value, depth=0):
     raise TypeError(f"returned a {t.__name__}, which is not a plain value (int, float, str, bool, None, list, tuple, dict, set)")
 
 
+# Distinct set elements (or dict keys) that may share one hash value. Honest values almost never
+# have two; a forged reply of thousands (ints k * (2**61 - 1) all hash to 0) would make building
+# the set on the host quadratic, outside every limit of the sandbox.
+MAX_SAME_HASH = 16
+
+
 def decode(tree):
-    """Inverse of :func:`encode`: builtin values again (call arguments here, results on the host)."""
+    """Inverse of :func:`encode`: builtin values again (call arguments here, results on the host).
+
+    Linear in the size of ``tree``: sets and dicts whose keys collide in hash are refused
+    (``ValueError``) before they are built.
+    """
     if isinstance(tree, list):
         return [decode(v) for v in tree]
     if isinstance(tree, dict):
         if "__tuple__" in tree:
             return tuple(decode(v) for v in tree["__tuple__"])
         if "__set__" in tree:
-            return {decode(v) for v in tree["__set__"]}
+            return set(_spread([decode(v) for v in tree["__set__"]]))
         if "__dict__" in tree:
-            return {decode(k): decode(v) for k, v in tree["__dict__"]}
+            pairs = [(decode(k), decode(v)) for k, v in tree["__dict__"]]
+            _spread([k for k, _ in pairs])
+            return dict(pairs)
         return {k: decode(v) for k, v in tree.items()}
     return tree
+
+
+def _spread(keys):
+    """``keys``, unless more than ``MAX_SAME_HASH`` of them share a hash (``ValueError``)."""
+    counts = {}
+    for key in keys:
+        h = hash(key)  # distinct hash values never collide fully in this dict: it stays linear
+        counts[h] = counts.get(h, 0) + 1
+        if counts[h] > MAX_SAME_HASH:
+            raise ValueError(f"more than {MAX_SAME_HASH} set elements or dict keys share one hash value")
+    return keys
 
 
 def short_traceback(exc, limit=6):
@@ -230,6 +253,7 @@ class Zygote:
         self.console_truncated = False
         self.last_status = None
         self.dying = []  # killed children not reaped yet
+        self.ipc_unchecked = False  # a program ended since IPC objects were last looked for
 
     # -- the host side --
 
@@ -264,7 +288,8 @@ class Zygote:
         unblocked, when none is waiting)."""
         if self.backlog:
             return self.backlog.popleft()
-        while b"\n" not in self.inbox:
+        end = self.inbox.find(b"\n")
+        while end < 0:
             if not select.select([self.stdin_fd], [], [], 0)[0]:
                 if not block:
                     return None
@@ -273,8 +298,10 @@ class Zygote:
             if not chunk:
                 return None
             self.inbox += chunk
-        line, _, rest = bytes(self.inbox).partition(b"\n")
-        self.inbox = bytearray(rest)
+            end = chunk.find(b"\n")
+            end = end if end < 0 else len(self.inbox) - len(chunk) + end
+        line = bytes(self.inbox[:end])
+        del self.inbox[: end + 1]  # cheap at the front of a bytearray: the queue stays linear
         try:
             req = json.loads(line)
         except ValueError:
@@ -417,25 +444,30 @@ class Zygote:
         )
         for which, value in limits:
             resource.setrlimit(which, (int(value), int(value)))
-        if cfg.get("uid") is not None:
-            os.setgroups([])
-            os.setgid(cfg["gid"])
-            os.setuid(cfg["uid"])
+        self.drop_privileges()
         os.chdir(self.workdir)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         random.seed(0)
         Child(req_r, res_w, cfg).serve()
 
+    def drop_privileges(self):
+        """Become the unprivileged uid (when the zygote runs as root), for good."""
+        if self.cfg.get("uid") is not None:
+            os.setgroups([])
+            os.setgid(self.cfg["gid"])
+            os.setuid(self.cfg["uid"])
+
     def wait_reply(self, timeout):
         """One line from the child within ``timeout`` (and the submission deadline), as bytes;
         or, when it failed to answer, our own reply as a dict."""
         proc = self.child
-        end = min(time.monotonic() + timeout, self.deadline)
+        until = min(time.monotonic() + timeout, self.deadline)
         buf = proc.replies
         limit = int(self.cfg["max_result"])
         watch = [proc.res_r, proc.con_r]
-        while b"\n" not in buf:
-            left = end - time.monotonic()
+        end = buf.find(b"\n")
+        while end < 0:
+            left = until - time.monotonic()
             if left <= 0:
                 self.kill_all()
                 return {"error": f"time limit exceeded ({timeout:g} s)", "timeout": True}
@@ -460,11 +492,13 @@ class Zygote:
             if not chunk:
                 return {"error": self.death_reason(), "crashed": True}
             buf += chunk
-            if len(buf) > limit and b"\n" not in buf:
+            end = chunk.find(b"\n")  # only the new bytes are searched: linear in the reply
+            end = end if end < 0 else len(buf) - len(chunk) + end
+            if len(buf) > limit and end < 0:
                 self.kill_all()
                 return {"error": f"the result is larger than {limit} bytes", "output_limit": True}
-        line, _, rest = bytes(buf).partition(b"\n")
-        proc.replies = bytearray(rest)
+        line = bytes(buf[:end])
+        del buf[: end + 1]
         return line
 
     def feed(self, proc):
@@ -521,6 +555,7 @@ class Zygote:
         proc, self.child = self.child, None
         if proc is None:
             return
+        self.ipc_unchecked = self.isolated  # the unsafe backend shares the host's IPC namespace
         for fd in (proc.req_w, proc.res_r, proc.con_r):
             os.close(fd)
         try:
@@ -549,6 +584,7 @@ class Zygote:
                 return
             others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in keep]
             if not others:
+                self.remove_ipc()
                 return
             for pid in others:  # stragglers (none are expected after kill(-1)); never the spare
                 try:
@@ -556,6 +592,32 @@ class Zygote:
                 except ProcessLookupError:
                     pass
             time.sleep(0.0002)
+
+    def remove_ipc(self):
+        """Remove the IPC objects the programs left in this worker's IPC namespace.
+
+        The namespace lives as long as the worker, and killing a program does not remove its
+        SysV shared memory, message queues and semaphores, or its POSIX message queues: they
+        would carry data to the next program and keep their memory charged to the worker's
+        cgroup. They belong to the unprivileged uid, and only their owner (or CAP_SYS_ADMIN,
+        which the zygote lacks) may remove them, so a short-lived child with that uid does it.
+        Should any remain, the zygote exits and the worker restarts in a fresh namespace.
+        """
+        if not self.ipc_unchecked:
+            return
+        self.ipc_unchecked = False
+        if not any(ipc_objects()):
+            return
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self.drop_privileges()
+                remove_ipc_objects(*ipc_objects())
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        if any(ipc_objects()):
+            os._exit(3)
 
     def reap(self):
         while True:
@@ -582,6 +644,40 @@ class Proc:
         self.pid, self.req_w, self.res_r, self.con_r = pid, req_w, res_r, con_r
         self.pending = bytearray()
         self.replies = bytearray()
+
+
+SYSV_IPC = ("shm", "msg", "sem")
+MQUEUE = "/dev/mqueue"
+
+
+def ipc_objects():
+    """The ids of the SysV shared memory segments, message queues and semaphore sets, and the
+    paths of the POSIX message queues, in this IPC namespace."""
+    found = []
+    for kind in SYSV_IPC:
+        with open(f"/proc/sysvipc/{kind}") as fh:
+            found.append([int(row.split()[1]) for row in fh.read().splitlines()[1:] if row.strip()])
+    found.append([os.path.join(MQUEUE, name) for name in os.listdir(MQUEUE)] if os.path.isdir(MQUEUE) else [])
+    return found
+
+
+def remove_ipc_objects(shm, msg, sem, queues):
+    """``IPC_RMID`` each SysV object (through libc: the stdlib has no binding), unlink each queue."""
+    if shm or msg or sem:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        for ident in shm:
+            libc.shmctl(ident, 0, None)  # 0: IPC_RMID
+        for ident in msg:
+            libc.msgctl(ident, 0, None)
+        for ident in sem:
+            libc.semctl(ident, 0, 0)
+    for path in queues:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def remove_tree(path):
