@@ -29,6 +29,9 @@ def test_list_shows_every_id():
         (("play", "textgym/Nope-v0"), "unknown environment id"),
         (("play", "textgym/Sudoku-v0", "--env-kwargs", "{bad"), "not valid JSON"),
         (("play", "textgym/Sudoku-v0", "--env-kwargs", '{"no_such_option": 1}'), "cannot make"),
+        (("play", "textgym/Sudoku-v0", "--seed", "-1"), "a seed must be an integer >= 0, got -1"),
+        (("eval", "textgym/Sudoku-v0", "--seed", "-5"), "a seed must be an integer >= 0, got -5"),
+        (("play", "textgym/Sudoku-v0", "--seed", "one"), "expected an integer >= 0"),
     ],
 )
 def test_bad_arguments_print_one_line_and_exit_2(args, fragment):
@@ -45,6 +48,14 @@ def test_play_a_game_with_scripted_input(capsys):
     assert cmd_play("textgym/Sudoku-v0", 0, {"size": 4}, read=lambda prompt: next(script)) == 0
     out = capsys.readouterr().out
     assert "episode over" in out or "[user]" in out
+
+
+def test_play_turns_hostile_json_into_feedback_not_a_traceback(capsys):
+    script = iter(["<tool_call>" + "[" * 30000 + "</tool_call>", "", "/quit"])
+    from textgym.cli import cmd_play
+
+    assert cmd_play("textgym/Workplace-v0", 0, {}, read=lambda prompt: next(script)) == 0
+    assert "nested too deeply" in capsys.readouterr().out
 
 
 def test_main_returns_2_on_textgym_errors(capsys):

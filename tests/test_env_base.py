@@ -140,6 +140,34 @@ def test_huge_action_is_cut_and_reported():
     assert len(obs[-2]["content"]) == 100 and "10000 characters" in info["error"]
 
 
+def test_a_step_that_raises_leaves_turn_and_conversation_as_they_were():
+    class Flaky(GuessEnv):
+        def respond(self, turn):
+            if turn.text == "boom":
+                raise RuntimeError("verifier bug")
+            return super().respond(turn)
+
+    env = Flaky()
+    obs, _ = env.reset(seed=0)
+    for _ in range(3):
+        with pytest.raises(RuntimeError):
+            env.step("boom")
+        with pytest.raises(InvalidAction):
+            env.step(b"bytes")
+    assert env.turn == 0 and env.conversation == obs
+    _, _, _, _, info = env.step(check(50))
+    assert info["turn"] == 1 and env.conversation[-1]["tool_call_id"] == "call_1_0"
+
+
+def test_dict_actions_obey_max_action_chars():
+    env = GuessEnv(max_action_chars=500)
+    env.reset(seed=0)
+    calls = [{"type": "function", "function": {"name": "check", "arguments": {"number": 5}}}] * 1000
+    obs, *_, info = env.step({"role": "assistant", "content": "", "tool_calls": calls})
+    assert "over 500 characters" in info["error"] and env.checks == 0
+    assert len(json.dumps(M.thaw(obs[2:]))) < 20 * 500  # not 1,000 tool results
+
+
 def test_api_misuse_raises():
     env = GuessEnv()
     with pytest.raises(ResetNeeded, match="reset"):

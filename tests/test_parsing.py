@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from textgym.error import InvalidAction
+from textgym.messages import thaw
 from textgym.parsing import extract_code, parse_turn
 
 
@@ -107,3 +108,38 @@ def test_parser_never_raises_on_any_text(text):
     assert turn.message["content"] == text
     for c in turn.tool_calls:
         assert isinstance(c.arguments, dict)
+
+
+def dict_action(*arguments, content=""):
+    calls = [{"type": "function", "function": {"name": "f", "arguments": a}} for a in arguments]
+    return {"role": "assistant", "content": content, "tool_calls": calls}
+
+
+def test_max_chars_bounds_a_dict_action_like_text():
+    small = dict_action({"x": 1}, '{"y": 2}')
+    assert parse_turn(small, max_chars=1000).errors == ()
+    many = parse_turn(dict_action(*[{"x": "a" * 50}] * 1000), max_chars=2000)
+    assert "over 2000 characters" in many.errors[0] and "were dropped" in many.errors[0]
+    kept = many.message["tool_calls"]
+    assert 0 < len(kept) < 1000 and len(json.dumps(thaw(kept))) < 4000  # the message stays near the limit
+    huge_string = parse_turn(dict_action("{" + '"k": 1, ' * 100_000 + '"z": 0}'), max_chars=1000)
+    assert huge_string.tool_calls == () and "over 1000 characters" in huge_string.error
+    long_content = parse_turn(dict_action({"x": 1}, content="c" * 5000), max_chars=1000)
+    assert long_content.tool_calls == () and len(long_content.text) == 1000 and "5000 characters" in long_content.error
+
+
+def test_text_counts_the_same_as_the_dict_that_says_it():
+    text = call("f", x="a" * 50) * 10
+    turn = parse_turn(text)
+    as_dict = dict_action(*[{"x": "a" * 50}] * 10)
+    assert parse_turn(as_dict, max_chars=len(text)).errors == ()
+    assert parse_turn(as_dict, max_chars=len(text) - 1).errors
+    assert turn.errors == ()
+
+
+def test_decode_json_turns_every_decoder_failure_into_a_value_error():
+    from textgym.parsing import decode_json
+
+    for text, reason in [("[" * 30000, "nested too deeply"), ("1" + "0" * 5000, "too many digits"), ("{", "Expecting")]:
+        with pytest.raises(ValueError, match=reason):
+            decode_json(text)

@@ -77,6 +77,29 @@ def test_any_syntactically_valid_address_is_accepted():
     assert result.error is None and json.loads(result.content)["to"] == "someone@outside.example"
 
 
+@pytest.mark.timeout(10)  # the quadratic pattern took ~5 s on the 32 KiB input, ~80 s on this one
+@pytest.mark.parametrize(
+    "recipient",
+    ["a@" + "b." * 65536 + "@", "a@" + "." * 131072 + "@", "a" * 131072 + " @b.c", "a@b" + ".b" * 65536 + " x"],
+    ids=["dots-then-at", "only-dots", "long-local-part", "space-at-the-end"],
+)
+def test_email_validation_is_linear_on_hostile_addresses(recipient):
+    assert "must be an email address" in Toolset([send]).call("send", {"recipient": recipient, "subject": "s"}).error
+
+
+def test_email_pattern_accepts_exactly_the_addresses_it_always_did():
+    import itertools
+    import re
+
+    from textgym.tools import EMAIL_PATTERN
+
+    original = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")  # the quadratic form, the specification
+    for n in range(1, 8):
+        for chars in itertools.product("ab.@ ", repeat=n):
+            text = "".join(chars)
+            assert bool(EMAIL_PATTERN.match(text)) == bool(original.match(text)), text
+
+
 def test_unknown_tool_and_tool_errors():
     def boom(x: int) -> None:
         """Fail."""

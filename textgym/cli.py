@@ -39,7 +39,7 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 
     play = sub.add_parser("play", help="play an environment yourself in the terminal")
     play.add_argument("env_id", help="environment id, e.g. textgym/Sudoku-v0")
-    play.add_argument("--seed", type=int, default=None, help="task seed")
+    play.add_argument("--seed", type=seed_int, default=None, help="task seed (an integer >= 0)")
     play.add_argument("--env-kwargs", type=json_object, default={}, help="JSON object of env keyword arguments")
 
     wanted = argv[0] if argv else None
@@ -151,6 +151,17 @@ def json_object(text: str) -> dict:
         raise argparse.ArgumentTypeError(f"not valid JSON: {exc.msg}") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
+
+
+def seed_int(text: str) -> int:
+    """argparse type for a seed: numpy's generators take only integers >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a seed must be an integer >= 0, got {value}")
     return value
 
 

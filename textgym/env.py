@@ -51,7 +51,8 @@ class TextEnv(gym.Env):
         tasks: A JSONL path or a sequence of task dicts to draw tasks from instead of the
             generator (``reset(seed=s)`` then picks one with the env's generator).
         max_turns: Assistant turns before the episode is truncated.
-        max_action_chars: Longer actions are cut to this length and reported as an error.
+        max_action_chars: Longer actions are cut to this length and reported as an error; a dict
+            action counts its content plus its tool calls as written in text.
         render_mode: ``None`` or ``"ansi"``.
     """
 
@@ -122,13 +123,13 @@ class TextEnv(gym.Env):
             raise ResetNeeded("call reset() before step()" if self.task is None else "the episode has ended; call reset()")
         if not isinstance(action, (str, Mapping)):
             raise InvalidAction(f"expected the assistant turn as a str or a message dict, got {type(action).__name__}")
-        self.turn += 1
-        turn, too_long = self._parse(action)
-        if too_long or turn.errors:
-            error = too_long or turn.error
-            outcome = Outcome(messages=self._feedback(turn, error), error=error)
+        turn = parse_turn(action, call_id_prefix=f"call_{self.turn + 1}", max_chars=self.max_action_chars)
+        if turn.errors:
+            outcome = Outcome(messages=self._feedback(turn, turn.error), error=turn.error)
         else:
             outcome = self.respond(turn)
+        # The turn counts once it has been answered: a step that raises leaves turn and conversation as they were.
+        self.turn += 1
         self.conversation = self.conversation + (turn.message,) + tuple(outcome.messages)
         return self._finish(outcome)
 
@@ -162,13 +163,6 @@ class TextEnv(gym.Env):
         if self.dataset is not None:
             return self.dataset[int(self.np_random.integers(len(self.dataset)))]
         return self.generate_task(self.np_random)
-
-    def _parse(self, action: Any) -> tuple[ParsedTurn, str | None]:
-        too_long = None
-        if isinstance(action, str) and len(action) > self.max_action_chars:
-            too_long = f"the action is {len(action)} characters; the limit is {self.max_action_chars}"
-            action = action[: self.max_action_chars]
-        return parse_turn(action, call_id_prefix=f"call_{self.turn}"), too_long
 
     def _feedback(self, turn: ParsedTurn, error: str) -> list[FrozenDict]:
         """Explain a malformed turn: an error for each identified tool call, else a user message."""

@@ -28,7 +28,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from textgym.cli import json_object
+from textgym.cli import json_object, seed_int
 from textgym.error import require
 from textgym.policies.base import Policy
 from textgym.rollout import Rollout
@@ -231,7 +231,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="oracle, random or openai:<model>@<base_url>; repeat to compare (default: oracle and random)",
     )
     parser.add_argument("--episodes", type=int, default=20, help="tasks (seeds) per policy")
-    parser.add_argument("--seed", type=int, default=0, help="first seed; tasks use seed, seed+1, ...")
+    parser.add_argument("--seed", type=seed_int, default=0, help="first seed (>= 0); tasks use seed, seed+1, ...")
     parser.add_argument("--k", type=int, default=1, help="attempts per task, for pass@k and pass^k")
     parser.add_argument("--num-envs", type=int, default=8, help="sub-envs of the vector env")
     parser.add_argument("--vectorization-mode", choices=("sync", "async"), default="sync")

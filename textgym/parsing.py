@@ -9,7 +9,11 @@ An action is either raw text or an OpenAI-style assistant message dict. From eit
 
 Each ``<tool_call>`` body is read with a real JSON decoder, so a literal ``</tool_call>`` inside a
 JSON string is part of the argument, not the end of the block. Problems are collected as
-human-readable ``errors`` for the agent; the parser itself never raises on agent text.
+human-readable ``errors`` for the agent; the parser itself never raises on agent text, nor on a
+dict action's values: JSON nested past the decoder's recursion limit, numbers past Python's
+int-string limit, arguments nested deeper than :data:`MAX_ARGUMENT_DEPTH` and values that are not
+JSON (bytes, sets, objects) are all errors for the agent (issue 14). ``max_chars`` bounds a dict
+action like a text one: content plus its tool calls counted as the same turn written as text.
 """
 
 from __future__ import annotations
@@ -29,6 +33,11 @@ _ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|\Z)", re.DOTALL)
 _FENCE = "```"
 _LANG = re.compile(r"[A-Za-z0-9_+-]*")
 _DECODER = json.JSONDecoder()
+MAX_ARGUMENT_DEPTH = 32
+"""Arrays and objects nest at most this deep in tool-call arguments (deeper breaks recursion)."""
+_CALL_CHARS = len(TOOL_OPEN + '{"name": "", "arguments": }' + TOOL_CLOSE)  # a call's text beyond name and arguments
+_SCALARS = frozenset((str, float, bool, type(None)))
+_MAX_INT_BITS = 14_000  # about 4,200 digits: Python refuses to print longer ints (sys.get_int_max_str_digits)
 
 
 @dataclass(frozen=True)
@@ -43,7 +52,7 @@ class ToolCall:
         return {
             "id": self.id,
             "type": "function",
-            "function": {"name": self.name, "arguments": json.dumps(self.arguments)},
+            "function": {"name": self.name, "arguments": json.dumps(self.arguments, default=_plain)},
         }
 
 
@@ -55,44 +64,58 @@ class ParsedTurn:
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
     answer: str | None = None
-    code: str | None = None
     errors: tuple[str, ...] = field(default=())
 
     @property
     def error(self) -> str | None:
         return "; ".join(self.errors) if self.errors else None
 
+    @property
+    def code(self) -> str | None:
+        """The last fenced code block of the text (found on demand: only Code-v0 asks)."""
+        return extract_code(self.text)
 
-def parse_turn(action: Any, *, call_id_prefix: str = "call") -> ParsedTurn:
+
+def parse_turn(action: Any, *, call_id_prefix: str = "call", max_chars: int | None = None) -> ParsedTurn:
     """Parse one assistant action (raw text or an OpenAI assistant dict).
+
+    Args:
+        action: The assistant's turn.
+        call_id_prefix: Ids of text tool calls (and dict calls without one) are ``<prefix>_<i>``.
+        max_chars: Longer actions are cut to this many characters and reported as an error; a
+            dict counts its content plus each tool call as it would be written in text.
 
     Raises:
         InvalidAction: the action is neither a str nor a mapping (a caller bug).
     """
     if isinstance(action, str):
+        if max_chars is not None and len(action) > max_chars:
+            turn = _parse_text(action[:max_chars], call_id_prefix)
+            return _with_error(turn, f"the action is {len(action)} characters; the limit is {max_chars}")
         return _parse_text(action, call_id_prefix)
     if isinstance(action, Mapping):
-        return _parse_dict(action, call_id_prefix)
+        return _parse_dict(action, call_id_prefix, max_chars)
     raise InvalidAction(f"expected the assistant turn as a str or a message dict, got {type(action).__name__}")
+
+
+def _with_error(turn: ParsedTurn, error: str) -> ParsedTurn:
+    return ParsedTurn(turn.message, turn.text, turn.tool_calls, turn.answer, (error, *turn.errors))
 
 
 def _parse_text(text: str, prefix: str) -> ParsedTurn:
     calls, errors = _tool_calls_from_text(text, prefix)
-    return ParsedTurn(
-        message=assistant(text),
-        text=text,
-        tool_calls=tuple(calls),
-        answer=_last_answer(text),
-        code=extract_code(text),
-        errors=tuple(errors),
-    )
+    return ParsedTurn(assistant(text), text, tuple(calls), _last_answer(text), tuple(errors))
 
 
-def _parse_dict(action: Mapping, prefix: str) -> ParsedTurn:
+def _parse_dict(action: Mapping, prefix: str, max_chars: int | None) -> ParsedTurn:
     role = action.get("role", "assistant")
     content = action.get("content")
     if content is None:
         content = ""
+    too_long = None
+    if isinstance(content, str) and max_chars is not None and len(content) > max_chars:
+        too_long = f"the action's content is {len(content)} characters; the limit is {max_chars}"
+        content = content[:max_chars]
     if role != "assistant" or not isinstance(content, str):
         text = content if isinstance(content, str) else ""
         return ParsedTurn(
@@ -102,27 +125,54 @@ def _parse_dict(action: Mapping, prefix: str) -> ParsedTurn:
         )
     raw_calls = action.get("tool_calls")
     if not raw_calls:
-        return _parse_text(content, prefix)
+        turn = _parse_text(content, prefix)
+        return _with_error(turn, too_long) if too_long else turn
+    if too_long:  # the content alone uses up the budget: no call is kept
+        return ParsedTurn(assistant(content), content, (), _last_answer(content), (too_long + "; its tool calls were dropped",))
     calls, errors, openai_calls = [], [], []
     if not isinstance(raw_calls, (list, tuple)):
         raw_calls, errors = [], ["tool_calls must be a list"]
+    budget = None if max_chars is None else max_chars - len(content)
     for i, raw in enumerate(raw_calls):
-        call_id = f"{prefix}_{i}"
+        if budget is not None and _raw_arguments_chars(raw) > budget:  # too long to be worth decoding
+            errors.insert(0, _over_limit(max_chars, i))
+            break
+        default_id = f"{prefix}_{i}"
         try:
-            call = _call_from_openai(raw, call_id)
+            call = _call_from_openai(raw, default_id)
         except ValueError as exc:
             errors.append(f"tool call {i + 1}: {exc}")
             continue
+        openai = call.to_openai()
+        if budget is not None:  # a caller's own id is text it adds; ours is not
+            own_id = len(call.id) if call.id != default_id else 0
+            budget -= _CALL_CHARS + own_id + len(call.name) + len(openai["function"]["arguments"])
+            if budget < 0:
+                errors.insert(0, _over_limit(max_chars, i))
+                break
         calls.append(call)
-        openai_calls.append(call.to_openai())
+        openai_calls.append(openai)
     return ParsedTurn(
         message=assistant(content, tool_calls=openai_calls),
         text=content,
         tool_calls=tuple(calls),
         answer=_last_answer(content),
-        code=extract_code(content),
         errors=tuple(errors),
     )
+
+
+def _over_limit(max_chars: int, index: int) -> str:
+    return (
+        f"the action is over {max_chars} characters (content plus tool calls as text); the limit is {max_chars}, "
+        f"so tool calls {index + 1} and later were dropped"
+    )
+
+
+def _raw_arguments_chars(raw: Any) -> int:
+    """Length of a dict action's call arguments when they are a string (what decoding would cost)."""
+    fn = raw.get("function", raw) if isinstance(raw, Mapping) else None
+    args = fn.get("arguments") if isinstance(fn, Mapping) else None
+    return len(args) if isinstance(args, str) else 0
 
 
 def _call_from_openai(raw: Any, default_id: str) -> ToolCall:
@@ -152,12 +202,67 @@ def arguments_dict(args: Any, name: str) -> dict[str, Any]:
         return {}
     if isinstance(args, str):
         try:
-            args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"arguments of {name!r} are not valid JSON ({exc.msg} at char {exc.pos})") from None
+            args = decode_json(args) if args.strip() else {}
+        except ValueError as exc:
+            raise ValueError(f"arguments of {name!r} are not valid JSON ({exc})") from None
     if not isinstance(args, Mapping):
         raise ValueError(f"arguments of {name!r} must be a JSON object, got {type(args).__name__}")
+    problem = _not_json(args)
+    if problem:
+        raise ValueError(f"arguments of {name!r} {problem}")
     return dict(args)
+
+
+def decode_json(text: str) -> Any:
+    """``json.loads`` whose every failure is a ValueError with a short reason.
+
+    The decoder also raises RecursionError (deep nesting) and a bare ValueError (an integer past
+    Python's digit limit) on hostile text; callers that report errors catch ValueError alone.
+    """
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(_json_failure(exc, 0)) from None
+
+
+def _json_failure(exc: Exception, offset: int) -> str:
+    """Why decoding failed, in the agent's terms (the decoder raises three kinds of error)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at char {exc.pos - offset}"
+    if isinstance(exc, RecursionError):
+        return "arrays or objects nested too deeply"
+    return "a number with too many digits"
+
+
+def _not_json(args: Mapping) -> str | None:
+    """What makes ``args`` unfit as JSON arguments (too deep, a non-JSON value), else None.
+
+    Iterative, so no depth of nesting can exhaust the stack; flat arguments take one pass.
+    """
+    todo: list[tuple[Any, int]] = [(args, 0)]
+    while todo:
+        value, depth = todo.pop()
+        if depth >= MAX_ARGUMENT_DEPTH:
+            return f"nest arrays or objects deeper than {MAX_ARGUMENT_DEPTH} levels"
+        items = value.items() if isinstance(value, Mapping) else enumerate(value)
+        for key, v in items:
+            if type(key) is not str and isinstance(value, Mapping):
+                return f"have a non-string key {_short(key)}"
+            if type(v) in _SCALARS:
+                continue
+            if isinstance(v, int):
+                if v.bit_length() > _MAX_INT_BITS:
+                    return "hold an integer with too many digits"
+            elif isinstance(v, (Mapping, list, tuple)):
+                todo.append((v, depth + 1))
+            elif not isinstance(v, (str, float)):
+                return f"hold a value of type {type(v).__name__}, which JSON cannot represent"
+    return None
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _tool_calls_from_text(text: str, prefix: str) -> tuple[list[ToolCall], list[str]]:
@@ -175,8 +280,8 @@ def _tool_calls_from_text(text: str, prefix: str) -> tuple[list[ToolCall], list[
             body += 1
         try:
             obj, end = _DECODER.raw_decode(text, body)
-        except json.JSONDecodeError as exc:
-            errors.append(f"tool call {index}: invalid JSON ({exc.msg} at char {exc.pos - body})")
+        except (ValueError, RecursionError) as exc:
+            errors.append(f"tool call {index}: invalid JSON ({_json_failure(exc, body)})")
             close = text.find(TOOL_CLOSE, body)
             pos = len(text) if close < 0 else close + len(TOOL_CLOSE)
             continue
@@ -199,6 +304,13 @@ def _tool_calls_from_text(text: str, prefix: str) -> tuple[list[ToolCall], list[
     if TOOL_CLOSE in text and not calls and not errors:
         errors.append(f"found {TOOL_CLOSE} without a matching {TOOL_OPEN}")
     return calls, errors
+
+
+def _plain(value: Any) -> dict:
+    """``json.dumps`` hook: read-only mappings (a FrozenDict inside dict arguments) as dicts."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def _last_answer(text: str) -> str | None:

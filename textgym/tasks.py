@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from textgym.error import InvalidTask
+from textgym.parsing import decode_json
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,9 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InvalidTask(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+                row = decode_json(line)
+            except ValueError as exc:
+                raise InvalidTask(f"{path}:{lineno}: not valid JSON ({exc})") from None
             if not isinstance(row, dict):
                 raise InvalidTask(f"{path}:{lineno}: expected a JSON object")
             rows.append(row)

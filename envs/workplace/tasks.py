@@ -18,7 +18,6 @@ Accepted input dicts (``reset(options={"task": ...})``, ``tasks=`` JSONL rows):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,7 +29,7 @@ from textgym.envs.workplace.templates import MAX_CALLS, Template
 from textgym.envs.workplace.tools import TOOL_NAMES
 from textgym.envs.workplace.world import World
 from textgym.error import InvalidTask
-from textgym.parsing import arguments_dict
+from textgym.parsing import arguments_dict, decode_json
 from textgym.tasks import Task, task_id
 
 TEMPLATES: tuple[Template, ...] = (*templates.TEMPLATES, *templates_records.TEMPLATES)
@@ -160,9 +159,9 @@ def ground_truth_calls(ground_truth: Any) -> list[dict[str, Any]]:
     """
     if isinstance(ground_truth, str):
         try:
-            ground_truth = json.loads(ground_truth)
-        except json.JSONDecodeError as exc:
-            raise InvalidTask(f"ground_truth is a string but not JSON ({exc.msg})") from None
+            ground_truth = decode_json(ground_truth)
+        except ValueError as exc:
+            raise InvalidTask(f"ground_truth is a string but not JSON ({exc})") from None
     if isinstance(ground_truth, (str, bytes)) or not isinstance(ground_truth, Sequence):
         raise InvalidTask(f"ground_truth must be a list of calls, got {type(ground_truth).__name__}")
     calls = []

@@ -18,6 +18,7 @@ import numpy as np
 
 from textgym.envs.workplace import schema as S
 from textgym.envs.workplace.facts import Facts, Person, call, future_weekday, pick
+from textgym.envs.workplace.verify import normalize
 
 Draw = Callable[[Facts, np.random.Generator], "tuple[dict[str, Any], list[dict]] | None"]
 
@@ -361,7 +362,8 @@ def rename_event(f: Facts, rng):
     e = _future_event(f, rng)
     if e is None:
         return None
-    new_name = pick(rng, [n for n in EVENT_NAMES if n != e["event_name"]])
+    # Compared as the verifier compares text: "Design review" would leave "Design Review" as it is.
+    new_name = pick(rng, [n for n in EVENT_NAMES if normalize("text", n) != normalize("text", e["event_name"])])
     return _change_event(f, e, "event_name", new_name, new_name=new_name)
 
 

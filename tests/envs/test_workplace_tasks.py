@@ -114,6 +114,10 @@ def test_generated_tasks_round_trip_as_task_records(env, tmp_path):
         {"query": "x", "ground_truth": [{"name": "rm_rf", "arguments": {}}]},
         {"query": "x", "ground_truth": [{"name": "email_send_email", "arguments": "{not json"}]},
         {"query": "x", "ground_truth": "nope"},
+        {"query": "x", "ground_truth": [{"name": "email_send_email", "arguments": "[" * 20000}]},
+        {"query": "x", "ground_truth": "[" * 20000},
+        {"query": "x", "ground_truth": '[{"name": "email_send_email", "arguments": {"a": 1' + "0" * 5000 + "}}]"},
+        {"query": "x", "ground_truth": [{"name": "email_send_email", "arguments": {"recipient": b"a@b.c"}}]},
         {"responses_create_params": {"input": []}, "ground_truth": []},
         {"prompt": "no query"},
     ],
@@ -121,6 +125,13 @@ def test_generated_tasks_round_trip_as_task_records(env, tmp_path):
 def test_invalid_pinned_tasks_raise(env, bad):
     with pytest.raises(InvalidTask):
         env.reset(options={"task": bad})
+
+
+def test_a_jsonl_line_nested_past_the_decoder_limit_is_an_invalid_task(tmp_path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text("[" * 30000 + "\n")
+    with pytest.raises(InvalidTask, match="deep.jsonl:1: not valid JSON"):
+        WorkplaceEnv(tasks=str(path))
 
 
 def test_world_seed_changes_the_company():
