@@ -22,6 +22,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from textgym.error import InvalidAction
@@ -70,9 +71,9 @@ class ParsedTurn:
     def error(self) -> str | None:
         return "; ".join(self.errors) if self.errors else None
 
-    @property
+    @cached_property
     def code(self) -> str | None:
-        """The last fenced code block of the text (found on demand: only Code-v0 asks)."""
+        """The last fenced code block of the text (found on first use: only Code-v0 asks)."""
         return extract_code(self.text)
 
 
