@@ -99,6 +99,9 @@ class TrainConfig:
         eval_every: Evaluate every this many steps (and before the first and after the last).
         eval_temperature: Sampling temperature of evaluation; 0 is greedy.
         save_every: Checkpoint every this many steps (and at the end, and on Ctrl-C).
+        log_rollouts_every: Write the rollouts of every this many steps (and of the first) to
+            ``rollouts/step_XXXXXX.jsonl`` for ``textgym view``, with each episode's ``step`` and
+            ``advantage``; 0 writes none. The default keeps the README run's view under 20 MB.
         stop_after: Stop (with a checkpoint) after this many steps of *this invocation*; the next
             invocation resumes. For time-sliced jobs and for testing resumption.
         resume: Continue from ``output_dir``'s latest checkpoint when there is one.
@@ -131,6 +134,7 @@ class TrainConfig:
     eval_every: int = 10
     eval_temperature: float = 0.0
     save_every: int = 10
+    log_rollouts_every: int = 10
     stop_after: int | None = None
     resume: bool = True
     sft_steps: int | None = None
@@ -150,6 +154,8 @@ class TrainConfig:
         for name in ("prompts_per_step", "num_envs", "eval_episodes", "eval_every", "save_every"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.log_rollouts_every < 0:
+            raise ValueError(f"log_rollouts_every must be >= 0, got {self.log_rollouts_every}")
         if self.stop_after is not None and self.stop_after < 1:
             raise ValueError(f"stop_after must be >= 1 or None, got {self.stop_after}")
 

@@ -8,6 +8,7 @@ The loop, top to bottom (one GRPO step per iteration)::
         metrics  = learner.train_step(pack(rollouts, config.grpo, pad_id))   # skipped if no signal
         every eval_every: held-out success (greedy) on seeds from EVAL_SEED_OFFSET
         every save_every: checkpoint (learner state + step), atomically
+        every log_rollouts_every: the step's rollouts to rollouts/step_XXXXXX.jsonl (for textgym view)
 
 Before it, an optional SFT warm start on oracle demonstrations (:mod:`textgym.algos.sft`);
 after it, ``final/`` (a HF directory), ``summary.json`` (held-out success before and after) and
@@ -38,6 +39,7 @@ from textgym.cli import json_object
 
 CHECKPOINTS = "checkpoints"
 RUN_STATE = "run_state.json"
+ROLLOUTS = "rollouts"
 KEEP_CHECKPOINTS = 2
 
 
@@ -134,6 +136,8 @@ def grpo_step(config: TrainConfig, policy: Any, learner: Any, venv: Any, step: i
     metrics = learner.train_step(batch) if signal else {}
     t2 = time.perf_counter()
     generated = int(sum(r.loss_mask.sum() for r in rollouts))
+    if config.log_rollouts_every and (step == 0 or (step + 1) % config.log_rollouts_every == 0):
+        write_step_rollouts(Path(config.output_dir), step + 1, rollouts, batch.advantages)
     return {
         "step": step + 1,
         "train/reward": float(np.mean([r.reward for r in rollouts])),
@@ -143,8 +147,29 @@ def grpo_step(config: TrainConfig, policy: Any, learner: Any, venv: Any, step: i
         "time/rollout_s": t1 - t0,
         "time/update_s": t2 - t1,
         "train/skipped_update": float(not signal),
+        "train/env_errors": batch.env_errors,
+        **end_fractions(rollouts),
         **metrics,
     }
+
+
+def end_fractions(rollouts: list[Any]) -> dict[str, float]:
+    """``train/end/<reason>``: the fraction of the step's episodes that ended for each reason."""
+    from textgym.env import END_REASONS
+
+    reasons = [r.end_reason for r in rollouts]
+    return {f"train/end/{reason}": reasons.count(reason) / len(reasons) for reason in END_REASONS}
+
+
+def write_step_rollouts(out: Path, step: int, rollouts: list[Any], advantages: np.ndarray) -> Path:
+    """``rollouts/step_XXXXXX.jsonl``: the step's episodes with their ``step`` and ``advantage``
+    (a resumed run rewrites the same file identically)."""
+    path = out / ROLLOUTS / f"step_{step:06d}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        for r, advantage in zip(rollouts, advantages):
+            fh.write(json.dumps({"step": step, "advantage": float(advantage), **r.to_dict()}, ensure_ascii=False) + "\n")
+    return path
 
 
 def sft_warm_start(config: TrainConfig) -> Path:
@@ -225,6 +250,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-every", type=int, default=10, help="evaluate every N steps")
     parser.add_argument("--eval-temperature", type=float, default=0.0, help="0 = greedy")
     parser.add_argument("--save-every", type=int, default=10, help="checkpoint every N steps")
+    parser.add_argument("--log-rollouts-every", type=int, default=10,
+                        help="write the rollouts of step 1 and every N-th step to rollouts/ for textgym view (0: none)")
     parser.add_argument("--stop-after", type=int, default=None, help="stop after N steps of this invocation (resume later)")
     parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                         help="continue from the run's latest checkpoint (--no-resume restarts GRPO; a finished warm start is kept)")
@@ -269,6 +296,7 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
         eval_every=args.eval_every,
         eval_temperature=args.eval_temperature,
         save_every=args.save_every,
+        log_rollouts_every=args.log_rollouts_every,
         stop_after=args.stop_after,
         resume=args.resume,
         sft_steps=args.sft_steps,

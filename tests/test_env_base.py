@@ -247,3 +247,35 @@ def test_fuzzed_actions_never_raise_and_keep_the_conversation_valid(actions):
         assert env.observation_space.contains(obs) and obs[-1]["role"] != "assistant"
         if terminated or truncated:
             break
+
+
+def test_every_episode_ends_with_one_end_reason():
+    env = GuessEnv(max_turns=2, max_action_chars=100)
+    env.reset(seed=0)
+    *_, info = env.step(check(50))
+    assert "end_reason" not in info  # only the last step says why the episode ended
+    assert env.step(env.unwrapped.oracle_action())[4]["end_reason"] == "success"
+    env.reset(seed=0)
+    assert env.step("<answer>0</answer>")[4]["end_reason"] == "failure"
+    env.reset(seed=0)
+    env.step("hmm")
+    assert env.step("hmm")[4]["end_reason"] == "max_turns"
+    env.reset(seed=0)
+    env.step("hmm")
+    assert env.step("x" * 1000)[4]["end_reason"] == "length"  # the turn that ended it was cut
+
+
+class BrokenGuessEnv(GuessEnv):
+    """Its checker fails like a database that went away."""
+
+    def respond(self, turn):
+        if turn.answer is not None:
+            return Outcome([M.user("The checker failed.")], 0.0, True, False, {"reason": "checker down"}, end_reason="env_error")
+        return super().respond(turn)
+
+
+def test_an_env_failure_is_env_error_whatever_else_holds():
+    env = BrokenGuessEnv(max_turns=1)
+    env.reset(seed=0)
+    *_, info = env.step(env.oracle_action())
+    assert info["end_reason"] == "env_error" and info["success"] is False

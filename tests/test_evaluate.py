@@ -136,3 +136,45 @@ def test_oracle_beats_random_on_the_real_envs(env_id, capsys):
     reports = evaluate(venv, {"oracle": OraclePolicy, "random": lambda v: RandomPolicy(0)}, [0, 1], k=1)
     venv.close()
     assert reports[0].success == 1.0 and reports[1].success <= 0.5
+
+
+def test_cli_counts_why_episodes_ended(capsys):
+    code, stdout, _ = run_cli(capsys, "--episodes", "3")
+    assert code == 0 and "why episodes ended" in stdout
+    header = next(line for line in stdout.splitlines() if "max_turns" in line)
+    assert all(reason in header for reason in ("success", "failure", "max_turns", "length", "env_error"))
+    oracle = [line for line in stdout.splitlines() if "│ oracle" in line][1]
+    assert oracle.split("│")[2].strip() == "3"  # three successes
+
+
+LONG = "openai:/models/Qwen2.5-0.5B-Instruct-finetuned-for-workplace@http://localhost:8000/v1"
+
+
+@pytest.mark.parametrize("width", [30, 60, 80, 120, 400])
+def test_tables_keep_every_policy_name_at_any_width(width):
+    import io
+
+    from rich.console import Console
+
+    from textgym.evaluate import PolicyReport, _print_tables
+
+    rollouts = [Rollout("e", "t", s, [], 1.0, True, 2, True, False, end_reason="success") for s in range(4)]
+    categories = {0: "email", 1: "calendar", 2: "customer_relationship_manager", 3: "email"}
+    reports = [PolicyReport(LONG, rollouts, 1, 1.5, categories), PolicyReport("oracle", rollouts, 1, 0.1, categories)]
+    buffer = io.StringIO()
+    _print_tables(Console(file=buffer, width=width), "textgym/Workplace-v0", reports, 4, 1)
+    text = buffer.getvalue()
+    assert "…" not in text and all(len(line) <= width for line in text.splitlines())
+    assert LONG in text.replace("\n", "") and "episodes" in text and "env_error" in text
+    assert "customer_relationship_manager" in text.replace("\n", "") and "success by category" in text
+
+
+def test_piped_output_keeps_the_names(tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "textgym.cli", "eval", "textgym/Sudoku-v0", "--episodes", "2", "--env-kwargs", '{"size": 4}'],
+        capture_output=True, text=True, check=True, env={**__import__("os").environ, "COLUMNS": "40"},
+    ).stdout
+    assert "│ oracle " in out and "┃ episodes ┃" in out and "…" not in out

@@ -211,3 +211,17 @@ def test_datasets_round_trip_of_bare_records():
     bare = Rollout("e", "t", None, [{"role": "user", "content": "x"}], 0.0, False, 1, False, True)
     assert [r.to_dict() for r in from_dataset(to_dataset([bare]))] == [bare.to_dict()]
     assert len(to_dataset([])) == 0
+
+
+def test_records_carry_the_end_reason_and_old_records_still_load():
+    venv = gym.make_vec("textgym/Sudoku-v0", num_envs=2, size=4)
+    from textgym.policies import OraclePolicy, RandomPolicy
+
+    solved = collect(venv, OraclePolicy(venv), seeds=[0, 1])
+    unsolved = collect(venv, RandomPolicy(seed=0), seeds=[0, 1])
+    venv.close()
+    assert {r.end_reason for r in solved} == {"success"}
+    assert {r.end_reason for r in unsolved} <= {"failure", "max_turns"}
+    assert Rollout.from_dict(solved[0].to_dict()).end_reason == "success"
+    old = {k: v for k, v in solved[0].to_dict().items() if k != "end_reason"}  # written before end_reason existed
+    assert Rollout.from_dict(old).end_reason is None

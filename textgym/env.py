@@ -11,6 +11,12 @@ truncation, the ``info`` contract and ANSI rendering. A concrete env implements 
 * ``verdict()``: ``(success, verification)`` when the episode is cut short by truncation.
 
 and optionally ``tools`` (a :class:`~textgym.tools.Toolset`) and ``oracle_action()``.
+
+The last step of every episode says why it ended in ``info["end_reason"]`` (:data:`END_REASONS`):
+``success`` and ``failure`` (the verifier's verdict on a terminated episode), ``max_turns``,
+``length`` (the action that ended it was cut by a character budget; token budgets are the
+token wrapper's) and ``env_error`` (the env itself failed: an ``Outcome`` with
+``end_reason="env_error"``; such episodes are not training samples).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 import gymnasium as gym
 import numpy as np
@@ -32,9 +38,19 @@ from textgym.tasks import Task, load_tasks
 from textgym.tools import Toolset
 
 
+EndReason = Literal["success", "failure", "max_turns", "length", "env_error"]
+END_REASONS: tuple[str, ...] = get_args(EndReason)
+"""Why an episode ended, as ``info["end_reason"]`` and the rollout record's ``end_reason`` say."""
+
+
 @dataclass
 class Outcome:
-    """What an env's ``respond`` decided for one assistant turn."""
+    """What an env's ``respond`` decided for one assistant turn.
+
+    ``end_reason`` overrides the reason the base class would give if this turn ends the episode:
+    ``"env_error"`` when the env's own machinery (its database, its sandbox) failed, ``"length"``
+    when a budget cut the turn.
+    """
 
     messages: list[FrozenDict] = field(default_factory=list)
     reward: float = 0.0
@@ -42,6 +58,7 @@ class Outcome:
     success: bool | None = None
     verification: Any = None
     error: str | None = None
+    end_reason: EndReason | None = None
 
 
 class TextEnv(gym.Env):
@@ -125,7 +142,8 @@ class TextEnv(gym.Env):
             raise InvalidAction(f"expected the assistant turn as a str or a message dict, got {type(action).__name__}")
         turn = parse_turn(action, call_id_prefix=f"call_{self.turn + 1}", max_chars=self.max_action_chars)
         if turn.errors:
-            outcome = Outcome(messages=self._feedback(turn, turn.error), error=turn.error)
+            cut = "length" if self._over_budget(action) else None
+            outcome = Outcome(messages=self._feedback(turn, turn.error), error=turn.error, end_reason=cut)
         else:
             outcome = self.respond(turn)
         # The turn counts once it has been answered: a step that raises leaves turn and conversation as they were.
@@ -164,6 +182,11 @@ class TextEnv(gym.Env):
             return self.dataset[int(self.np_random.integers(len(self.dataset)))]
         return self.generate_task(self.np_random)
 
+    def _over_budget(self, action: Any) -> bool:
+        """Whether the action was cut to ``max_action_chars`` (text, or a message's content)."""
+        text = action.get("content") if isinstance(action, Mapping) else action
+        return isinstance(text, str) and len(text) > self.max_action_chars
+
     def _feedback(self, turn: ParsedTurn, error: str) -> list[FrozenDict]:
         """Explain a malformed turn: an error for each identified tool call, else a user message."""
         text = f"Error: {error}. Nothing was changed; please try again."
@@ -182,8 +205,21 @@ class TextEnv(gym.Env):
         elif truncated:
             success, verification = self.verdict()
             info["success"], info["verification"] = bool(success), verification
+        if terminated or truncated:
+            info["end_reason"] = end_reason(outcome.end_reason, terminated, info["success"])
         self._done = terminated or truncated
         return self.conversation, reward, terminated, truncated, info
+
+
+def end_reason(override: str | None, terminated: bool, success: bool) -> str:
+    """Why an episode ended: an env failure first, then a solve, then a cut turn, then the verdict."""
+    if override == "env_error":
+        return "env_error"
+    if success:
+        return "success"
+    if override is not None:
+        return override
+    return "failure" if terminated else "max_turns"
 
 
 def tool_messages(toolset: Toolset, turn: ParsedTurn) -> tuple[list[FrozenDict], list[str]]:

@@ -100,6 +100,17 @@ class PolicyReport:
         return float(np.mean([r.reward for r in self.rollouts]))
 
     @property
+    def end_reasons(self) -> dict[str, int]:
+        """Episodes per ``end_reason`` (every reason of :data:`textgym.env.END_REASONS`, zeros too)."""
+        from textgym.env import END_REASONS
+
+        counts = {reason: 0 for reason in END_REASONS}
+        for r in self.rollouts:
+            key = r.end_reason or "unrecorded"
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    @property
     def by_category(self) -> dict[str, float]:
         """Success rate per task category (empty when the env's tasks have none)."""
         groups: dict[str, list[bool]] = defaultdict(list)
@@ -250,12 +261,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``textgym eval``; bad arguments print one line and raise ``SystemExit(2)``."""
     specs = _validate(args)
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     import textgym  # noqa: F401 - registers the ids
+    from textgym.tables import console as make_console
 
-    console = Console()
+    console = make_console()
     seeds = list(range(args.seed, args.seed + args.episodes))
     policies = {spec.name: _policy_factory(spec, args) for spec in specs}
     categories = task_categories(args.env_id, seeds, args.env_kwargs)
@@ -271,9 +282,7 @@ def run(args: argparse.Namespace) -> int:
             reports = evaluate(venv, policies, seeds, args.k, categories, lambda name, n: progress.advance(bars[name], n))
     finally:
         venv.close()
-    console.print(_table(args.env_id, reports, args.episodes, args.k))
-    if any(r.by_category for r in reports):
-        console.print(_category_table(reports))
+    _print_tables(console, args.env_id, reports, args.episodes, args.k)
     if args.out:
         _write(args.out, reports)
         console.print(f"rollouts written to {args.out}")
@@ -326,37 +335,34 @@ def _policy_factory(spec: PolicySpec, args: argparse.Namespace) -> Callable[[gym
     )
 
 
-def _table(env_id: str, reports: list[PolicyReport], episodes: int, k: int):
-    from rich.table import Table
+def _print_tables(console: Any, env_id: str, reports: list[PolicyReport], episodes: int, k: int) -> None:
+    """The profile, why the episodes ended and success by category: one row per policy each."""
+    from textgym.tables import print_table
 
-    table = Table(title=f"{env_id}: {episodes} tasks x {k} attempts")
-    for column in ("policy", "episodes", "success", f"pass@{k}", f"pass^{k}", "mean turns", "mean reward", "time (s)"):
-        table.add_column(column, justify="left" if column == "policy" else "right")
-    for r in reports:
-        table.add_row(
+    columns = ("episodes", "success", f"pass@{k}", f"pass^{k}", "mean turns", "mean reward", "time (s)")
+    rows = [
+        (
             r.name,
-            str(len(r.rollouts)),
-            f"{r.success:.3f}",
-            f"{r.pass_at_k:.3f}",
-            f"{r.pass_hat_k:.3f}",
-            f"{r.mean_turns:.2f}",
-            f"{r.mean_reward:.3f}",
-            f"{r.seconds:.1f}",
+            (
+                str(len(r.rollouts)),
+                f"{r.success:.3f}",
+                f"{r.pass_at_k:.3f}",
+                f"{r.pass_hat_k:.3f}",
+                f"{r.mean_turns:.2f}",
+                f"{r.mean_reward:.3f}",
+                f"{r.seconds:.1f}",
+            ),
         )
-    return table
-
-
-def _category_table(reports: list[PolicyReport]):
-    from rich.table import Table
-
+        for r in reports
+    ]
+    print_table(console, f"{env_id}: {episodes} tasks x {k} attempts", "policy", columns, rows)
+    reasons = list(dict.fromkeys(reason for r in reports for reason in r.end_reasons))
+    rows = [(r.name, [str(r.end_reasons.get(reason, 0)) for reason in reasons]) for r in reports]
+    print_table(console, "why episodes ended (end_reason)", "policy", reasons, rows)
     categories = sorted({c for r in reports for c in r.by_category})
-    table = Table(title="success by category")
-    table.add_column("category")
-    for r in reports:
-        table.add_column(r.name, justify="right")
-    for c in categories:
-        table.add_row(c, *(f"{r.by_category[c]:.3f}" if c in r.by_category else "-" for r in reports))
-    return table
+    if categories:
+        rows = [(c, [f"{r.by_category[c]:.3f}" if c in r.by_category else "-" for r in reports]) for c in categories]
+        print_table(console, "success by category", "category", [r.name for r in reports], rows, names="columns")
 
 
 def plot(reports: list[PolicyReport], path: str, title: str = "") -> None:

@@ -73,7 +73,9 @@ class Rollout:
     ``[start, end)`` span of each policy turn. ``group`` ties GRPO groups (same seed) together.
     ``tools`` holds the OpenAI tool schemas the env declared at reset (chat templates need them
     to render the conversation), ``timing`` the episode's totals in seconds and ``turn_timing``
-    one ``{"policy_s", "env_s"}`` entry per turn (see :func:`collect`).
+    one ``{"policy_s", "env_s"}`` entry per turn (see :func:`collect`). ``end_reason`` is the
+    last step's ``info["end_reason"]`` (one of :data:`textgym.env.END_REASONS`; None in records
+    written before it existed).
     """
 
     env_id: str
@@ -85,6 +87,7 @@ class Rollout:
     turns: int
     terminated: bool
     truncated: bool
+    end_reason: str | None = None
     token_ids: np.ndarray | None = None
     loss_mask: np.ndarray | None = None
     logprobs: np.ndarray | None = None
@@ -149,6 +152,7 @@ def _features(rollouts: Sequence[Rollout]) -> Any:
             "turns": Value("int64"),
             "terminated": Value("bool"),
             "truncated": Value("bool"),
+            "end_reason": Value("string"),
             "token_ids": List(Value("int32")),
             "loss_mask": List(Value("int8")),
             "logprobs": List(Value("float32")),
@@ -369,6 +373,7 @@ def _record(
         turns=len(turn_timing),
         terminated=terminated,
         truncated=truncated,
+        end_reason=info.get("end_reason"),
         token_ids=None if trajectory is None else trajectory.token_ids,
         loss_mask=None if trajectory is None else trajectory.loss_mask,
         logprobs=None if trajectory is None else trajectory.logprobs,

@@ -55,6 +55,8 @@ class TokenObservation(gym.Wrapper):
       included) are accepted too, for policies that do not sample tokens (an endpoint, the
       oracle): their tokens are the text, or the template's rendering of the message, tokenized
       once, and count as policy tokens.
+    * ``info["end_reason"]`` becomes ``"length"`` when the turn that ended an unsolved episode
+      was sampled ids without a trailing stop token (the sampler's ``max_new_tokens`` cut it).
     * ``info["trajectory"]`` at the end of an episode: a
       :class:`~textgym.rollout.TokenTrajectory` with the ids, the loss mask (1 exactly on the
       sampled ids), the logprobs (when every turn gave them), the ``[start, end)`` span of each
@@ -128,6 +130,7 @@ class TokenObservation(gym.Wrapper):
             raise ResetNeeded("call reset() before step()" if not self._chunks else "the episode has ended; call reset()")
         previous = self._conversation
         closing = self._closing(previous)
+        cut = False  # sampled ids that end without a stop token: the sampler's max_new_tokens cut the turn
         if isinstance(action, Mapping) and "ids" not in action:
             # An assistant message (OpenAI shape, tool calls included): the env reads it as such
             # and the policy tokens are the template's rendering of what the env recorded.
@@ -138,6 +141,7 @@ class TokenObservation(gym.Wrapper):
             # A sampled stop token that opens the turn's closing (<|im_end|>, <|eot_id|>) is part
             # of the trajectory but not of the message text; other special tokens stay as text.
             stop = self._decode(ids[-1:]) if ids.size and int(ids[-1]) in self._special_ids else ""
+            cut = not isinstance(action, str) and ids.size > 0 and not stop
             if stop and closing.startswith(stop):
                 result = self._step_env(self._decode(ids[:-1]), previous)
                 closing = closing[len(stop) :]
@@ -149,6 +153,8 @@ class TokenObservation(gym.Wrapper):
         self._append_env(bridge)
         if self._done:
             info = dict(info, trajectory=self.trajectory())
+            if cut and info.get("end_reason") in ("failure", "max_turns"):
+                info["end_reason"] = "length"
         return self._ids(), reward, terminated, truncated, info
 
     def _step_env(self, action: Any, previous: tuple):

@@ -43,6 +43,8 @@ class Batch:
         rewards: ``(B,)`` float32 episode rewards, 0 on padding rows.
         num_sequences: Real rows in the whole batch (global; not per micro-batch).
         token_count: Policy tokens in the whole batch (global; not per micro-batch).
+        env_errors: Rows whose episode ended with ``end_reason == "env_error"``: masked out of
+            the loss and of the group statistics (an env failure is not a reward of 0).
     """
 
     input_ids: np.ndarray
@@ -55,6 +57,7 @@ class Batch:
     rewards: np.ndarray
     num_sequences: int
     token_count: int
+    env_errors: int = 0
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -124,7 +127,9 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
     """Pack token rollouts (from :class:`textgym.wrappers.TokenObservation`) into a :class:`Batch`.
 
     Sequences longer than ``config.max_length`` are cut there. Rows are padded to a multiple of
-    ``config.micro_batch_size`` and tokens to :func:`bucket_length`.
+    ``config.micro_batch_size`` and tokens to :func:`bucket_length`. Episodes that ended with
+    ``end_reason == "env_error"`` keep their row but get no loss tokens and advantage 0, and the
+    advantages of their groups are computed over the other episodes alone.
 
     Args:
         rollouts: Episodes with ``token_ids``, ``loss_mask`` and (optionally) ``logprobs``.
@@ -152,10 +157,11 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
     attention_mask = np.zeros((rows, length), dtype=np.int32)
     loss_mask = np.zeros((rows, length), dtype=np.float32)
     old_logprobs = np.zeros((rows, length), dtype=np.float32) if all(with_logprobs) else None
+    failed = np.array([r.end_reason == "env_error" for r in rollouts])
     for i, (r, size) in enumerate(zip(rollouts, lengths)):
         input_ids[i, :size] = r.token_ids[:size]
         attention_mask[i, :size] = 1
-        if not (config.mask_truncated and r.truncated):
+        if not (config.mask_truncated and r.truncated) and not failed[i]:
             loss_mask[i, :size] = r.loss_mask[:size]
         if old_logprobs is not None:
             old_logprobs[i, :size] = r.logprobs[:size]
@@ -166,7 +172,10 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
     rewards[:n] = [r.reward for r in rollouts]
     advantages = np.zeros(rows, dtype=np.float32)
     groups = group_ids([r.group for r in rollouts], config.group_size)
-    advantages[:n] = group_advantages(rewards[:n], groups, config.advantage_scaling, config.advantage_eps)
+    kept = np.flatnonzero(~failed)
+    if kept.size:
+        _, dense = np.unique(groups[kept], return_inverse=True)
+        advantages[kept] = group_advantages(rewards[kept], dense.astype(np.int64), config.advantage_scaling, config.advantage_eps)
 
     return Batch(
         input_ids=input_ids,
@@ -179,6 +188,7 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
         rewards=rewards,
         num_sequences=n,
         token_count=int(loss_mask.sum()),
+        env_errors=int(failed.sum()),
     )
 
 

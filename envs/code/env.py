@@ -40,7 +40,9 @@ class CodeEnv(TextEnv):
     **Reward.** 1.0 when every test passes, else 0.0; with ``reward="fraction"`` the fraction of
     tests the final submission passed. Given when the episode ends.
 
-    **Episode end.** Terminated when all tests pass or after ``max_attempts`` submissions. After a
+    **Episode end.** Terminated when all tests pass or after ``max_attempts`` submissions, or
+    when the sandbox itself fails (``info["end_reason"] == "env_error"``, the verification's
+    ``sandbox_error`` says how). After a
     failing one the agent sees the failing tests (input, expected, got, truncated) and a traceback
     trimmed to its own code. ``info["verification"]`` holds the per-test results of each
     submission; ``info["success"]`` is set at the end.
@@ -116,6 +118,9 @@ class CodeEnv(TextEnv):
         self.attempts += 1
         result = verify(self.sandbox, self.task, code)
         self.last_verification = result
+        if result["sandbox_error"]:
+            text = f"The sandbox failed ({result['sandbox_error']}); this is not your program's fault. The episode is over."
+            return Outcome([user(text)], terminated=True, success=False, verification=result, end_reason="env_error")
         solved = result["all_passed"]
         left = self.max_attempts - self.attempts
         if solved or left <= 0:

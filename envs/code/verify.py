@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from textgym.sandbox import Call, CallResult, Sandbox, Session, same_stdout, values_equal
+from textgym.sandbox.worker import WorkerDied
 from textgym.sandbox.zygote import decode
 from textgym.tasks import Task
 
@@ -56,17 +57,27 @@ def _renumber(text: str | None, offset: int) -> str | None:
 
 
 def verify(sandbox: Sandbox, task: Task, code: str) -> dict[str, Any]:
-    """Per-test results for ``code``: ``{"passed", "total", "all_passed", "load_error", "tests"}``."""
+    """Per-test results for ``code``: ``{"passed", "total", "all_passed", "load_error", "tests",
+    "sandbox_error"}``; ``sandbox_error`` (else None) says the sandbox itself failed, so the
+    verdict is not the program's."""
+    try:
+        return _verify(sandbox, task, code)
+    except WorkerDied as exc:  # no worker could be started
+        total = len(task.answer["tests"])
+        return {"passed": 0, "total": total, "all_passed": False, "load_error": None, "tests": [], "sandbox_error": str(exc)}
+
+
+def _verify(sandbox: Sandbox, task: Task, code: str) -> dict[str, Any]:
     tests = task.answer["tests"]
     program, offset = program_for(task, code)
     mode = "stdio" if task.data.get("format") == "stdio" else "function"
     batch = [i for i, t in enumerate(tests) if t["kind"] != "check"]
     calls = [_call(tests[i]) for i in batch]
     outcomes: dict[int, dict[str, Any]] = {}
-    load_error = None
+    load_error = failed = None
     if calls:
         run = sandbox.run(program, calls, mode=mode)
-        load_error = run.load_error
+        load_error, failed = run.load_error, run.sandbox_error
         for i, result in zip(batch, run.results):
             outcomes[i] = _judge(i, tests[i], result)
     checks = [i for i, t in enumerate(tests) if t["kind"] == "check"]
@@ -75,6 +86,7 @@ def verify(sandbox: Sandbox, task: Task, code: str) -> dict[str, Any]:
             load_error = load_error or session.load_error
             for i in checks:
                 outcomes[i] = _run_check(i, tests[i], task, session)
+            failed = failed or session.sandbox_error
     results = [outcomes[i] for i in range(len(tests))]
     for r in results:
         r["error"] = _renumber(r["error"], offset)
@@ -85,6 +97,7 @@ def verify(sandbox: Sandbox, task: Task, code: str) -> dict[str, Any]:
         "all_passed": passed == len(results),
         "load_error": clip(_renumber(load_error, offset), 2000) if load_error else None,
         "tests": results,
+        "sandbox_error": failed,
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -64,7 +65,9 @@ class WorkplaceEnv(TextEnv):
     row-level diff per table and the ``side_effect`` and ``noop`` flags.
 
     ## Episode end
-    ``terminated`` on a turn without tool calls; ``truncated`` after ``max_turns`` turns.
+    ``terminated`` on a turn without tool calls; ``truncated`` after ``max_turns`` turns. When
+    the database fails during verification, the verification holds ``env_error`` and
+    ``info["end_reason"]`` is ``"env_error"``.
 
     ## Arguments
     world_seed: Seed of the synthetic company (0, the default, is the reference world).
@@ -163,6 +166,8 @@ class WorkplaceEnv(TextEnv):
         info["category"] = self.task.metadata.get("category")
         if truncated:  # the state decides, whether or not the agent said it was done
             reward = float(info["success"])
+        if (terminated or truncated) and info["verification"].get("env_error"):
+            info["end_reason"] = "env_error"
         return obs, reward, terminated, truncated, info
 
     # ----- verification and oracle -----
@@ -172,15 +177,19 @@ class WorkplaceEnv(TextEnv):
         if self.task is None:
             raise ResetNeeded("call reset() before verify()")
         ref, toolset, lock = _reference(self.world)
-        with lock:
-            self.world.restore(ref.db)
-            ref.clear()
-            errors = []
-            for c in self._answer:
-                result = toolset.call(c["name"], c["arguments"])
-                if result.error:
-                    errors.append(f"{c['name']}: {result.error}")
-            return compare(self.world, self._session.db, ref.db, self._session.touched, ref.touched, errors)
+        try:
+            with lock:
+                self.world.restore(ref.db)
+                ref.clear()
+                errors = []
+                for c in self._answer:
+                    result = toolset.call(c["name"], c["arguments"])
+                    if result.error:
+                        errors.append(f"{c['name']}: {result.error}")
+                return compare(self.world, self._session.db, ref.db, self._session.touched, ref.touched, errors)
+        except sqlite3.Error as exc:  # the database failed, not the agent: no verdict (end_reason env_error)
+            reason = f"the database failed during verification ({type(exc).__name__}: {exc})"
+            return False, {"success": False, "reason": reason, "side_effect": False, "noop": False, "diff": {}, "env_error": reason}
 
     def oracle_action(self) -> str | dict:
         """All ground-truth calls in one turn, then a final message that ends the episode."""

@@ -279,3 +279,18 @@ def test_padding_garbage_never_leaks_into_the_loss():
     a = grpo_loss(lp, b, cfg, np.where(b.loss_mask > 0, ref, 0.0))
     c = grpo_loss(noisy, b, cfg, ref)
     assert a[0] == pytest.approx(c[0]) and np.isfinite(c[0])
+
+
+def test_env_error_episodes_leave_the_loss_and_the_group_statistics():
+    cfg = GRPOConfig(group_size=4, micro_batch_size=4, advantage_scaling="none")
+    ids, mask = [1, 2, 3, 4], [0, 0, 1, 1]
+    rollouts = [rollout(ids, mask, reward, group=0) for reward in (1.0, 0.0, 0.0, 0.0)]
+    failed = dataclasses.replace(rollouts[1], end_reason="env_error")
+    batch = pack([rollouts[0], failed, rollouts[2], rollouts[3]], cfg, pad_id=0)
+    assert batch.env_errors == 1
+    assert batch.loss_mask[1].sum() == 0 and batch.advantages[1] == 0.0
+    # the group mean is over the three real episodes: 1/3, not 1/4
+    np.testing.assert_allclose(batch.advantages[[0, 2, 3]], [2 / 3, -1 / 3, -1 / 3], rtol=1e-6)
+    assert batch.token_count == 6
+    clean = pack(rollouts, cfg, pad_id=0)
+    assert clean.env_errors == 0 and clean.advantages[0] == pytest.approx(0.75)

@@ -86,7 +86,7 @@ def comparable(records: list[dict]) -> list[dict]:
 
 
 def test_training_changes_every_parameter_and_writes_its_outputs(model_dir, tmp_path):
-    summary = train_module.train(config(model_dir, tmp_path / "run", steps=2, plot=True))
+    summary = train_module.train(config(model_dir, tmp_path / "run", steps=2, plot=True, log_rollouts_every=1))
     start, final = weights(model_dir), weights(tmp_path / "run" / "final")
     assert set(start) == set(final)
     unchanged = [k for k in start if np.array_equal(start[k], final[k])]
@@ -98,6 +98,19 @@ def test_training_changes_every_parameter_and_writes_its_outputs(model_dir, tmp_
     assert summary["steps"] == 2 and summary["before"]["step"] == 0 and summary["after"]["step"] == 2
     assert json.loads((tmp_path / "run" / "summary.json").read_text()) == summary
     assert (tmp_path / "run" / "curve.png").stat().st_size > 0
+    for r in records[1:]:  # why episodes ended: fractions of every reason, summing to one
+        ends = {k: v for k, v in r.items() if k.startswith("train/end/")}
+        assert set(ends) == {f"train/end/{x}" for x in ("success", "failure", "max_turns", "length", "env_error")}
+        assert sum(ends.values()) == pytest.approx(1.0) and ends["train/end/success"] == r["train/success"]
+        assert r["train/env_errors"] == 0
+    # 3 new tokens rarely hold a stop token: unsolved episodes were cut by max_new_tokens
+    assert np.mean([r["train/end/length"] for r in records[1:]]) > 0
+    logged = sorted(p.name for p in (tmp_path / "run" / "rollouts").iterdir())
+    assert logged == ["step_000001.jsonl", "step_000002.jsonl"]  # log_rollouts_every=1
+    lines = [json.loads(line) for line in (tmp_path / "run" / "rollouts" / "step_000002.jsonl").open()]
+    assert len(lines) == 8 and {r["step"] for r in lines} == {2} and all("advantage" in r and r["end_reason"] for r in lines)
+    for g in {r["group"] for r in lines}:  # group-relative: each group's advantages sum to zero
+        assert sum(r["advantage"] for r in lines if r["group"] == g) == pytest.approx(0.0, abs=1e-4)
 
 
 def test_stop_and_resume_continue_exactly(model_dir, tmp_path):

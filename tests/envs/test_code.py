@@ -214,3 +214,51 @@ def test_refuses_without_isolation_unless_unsafe_is_chosen(monkeypatch):
         assert env.step(env.oracle_action())[1] == 1.0
     finally:
         isolation.resolve_backend.cache_clear()
+
+
+SLOW_TASK = {"prompt": "Return x.", "entry_point": "f", "tests": [{"args": [1], "expected": 1}], "solution": "def f(x):\n    return x"}
+
+
+def test_a_sandbox_that_dies_mid_run_is_env_error_not_the_programs_fault():
+    import contextlib
+    import os
+    import signal
+    import threading
+    import time
+
+    from textgym.sandbox import Sandbox
+
+    with Sandbox(workers=1) as sandbox:
+        env = CodeEnv(sandbox=sandbox, max_attempts=3)
+        env.reset(options={"task": SLOW_TASK})
+        assert env.step(env.oracle_action())[4]["end_reason"] == "success"  # a warm worker
+        env.reset(options={"task": SLOW_TASK})
+
+        def kill_busy_worker():  # what an OOM killer or an operator does to the worker, and its retry
+            deadline = time.monotonic() + 4.0
+            while time.monotonic() < deadline:
+                time.sleep(0.5)
+                for worker in list(sandbox._all):
+                    if worker.alive:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(worker.proc.pid, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_busy_worker)
+        killer.start()
+        *_, terminated, truncated, info = env.step("```python\nimport time\ndef f(x):\n    time.sleep(1.5)\n    return x\n```")
+        killer.join()
+        assert terminated and info["end_reason"] == "env_error" and info["success"] is False
+        assert "sandbox worker stopped" in info["verification"]["sandbox_error"]
+        env.reset(options={"task": SLOW_TASK})  # the pool starts a fresh worker: the env goes on
+        *_, info = env.step(env.oracle_action())
+        assert info["end_reason"] == "success" and info["verification"]["sandbox_error"] is None
+
+
+def test_end_reasons_of_failed_and_truncated_episodes(env):
+    env.reset(seed=1)
+    for _ in range(env.max_attempts):
+        *_, terminated, truncated, info = env.step(WRONG)
+    assert terminated and info["end_reason"] == "failure"
+    short = CodeEnv(max_attempts=3, max_turns=1)
+    short.reset(seed=1)
+    assert short.step("no code at all")[4]["end_reason"] == "max_turns"

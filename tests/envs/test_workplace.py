@@ -228,3 +228,22 @@ def test_cli_eval_prints_success_by_category():
     assert "success by category" in out
     rows = [line for line in out.splitlines() if any(c in line for c in CATEGORIES)]
     assert rows and all("1.000" in line for line in rows)
+
+
+def test_a_database_that_fails_during_verification_is_env_error():
+    env = WorkplaceEnv()
+    env.reset(seed=3)
+    env.db.close()  # the session database goes away under the env
+    _, reward, terminated, _, info = env.step("Done.")
+    assert terminated and reward == 0.0 and info["end_reason"] == "env_error"
+    assert "database failed" in info["verification"]["env_error"]
+
+
+def test_end_reasons_of_real_episodes(env):
+    seed = next(s for s in range(10) if not run(env, lambda e: "Done.", seed=s)[1]["verification"]["noop"])
+    assert run(env, lambda e: "Done.", seed=seed)[1]["end_reason"] == "failure"
+    assert run(env, oracle, seed=seed)[1]["end_reason"] == "success"
+    short = WorkplaceEnv(max_turns=1)
+    short.reset(seed=seed)
+    search = '<tool_call>{"name": "email_search_emails", "arguments": {"query": "report"}}</tool_call>'
+    assert short.step(search)[4]["end_reason"] == "max_turns"

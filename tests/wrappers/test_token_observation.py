@@ -253,3 +253,16 @@ def test_needs_a_chat_template():
     bare = type(tok)(tokenizer_object=tok.backend_tokenizer)
     with pytest.raises(TemplateError, match="no chat template"):
         TokenObservation(LadderEnv(), bare)
+
+
+def test_a_sampled_turn_cut_without_a_stop_token_ends_as_length():
+    tok = tokenizer("chatml")
+    env = TokenObservation(gym.make("textgym/Sudoku-v0", size=4), tok)
+    env.reset(seed=0)
+    wrong = np.asarray(tok.encode("<answer>\n1111\n1111\n1111\n1111\n</answer>", add_special_tokens=False), np.int32)
+    assert env.step(np.append(wrong, tok.eos_token_id))[4]["end_reason"] == "failure"  # stopped: its own answer
+    env.reset(seed=0)
+    assert env.step(wrong)[4]["end_reason"] == "length"  # no stop token: max_new_tokens cut it
+    env.reset(seed=0)
+    answer = np.asarray(tok.encode(as_text(env.unwrapped.oracle_action()), add_special_tokens=False), np.int32)
+    assert env.step(answer)[4]["end_reason"] == "success"  # a solve is a solve

@@ -207,6 +207,7 @@ class Session:
         self._sandbox = sandbox
         self._worker: Worker | None = sandbox._acquire()
         self._next_id = 0
+        self.sandbox_error: str | None = None  # set once the worker stops mid-session
         reply = self._send({"op": "open", "code": str(code), "mode": mode}, sandbox.limits.call_timeout)
         self.loaded = bool(reply.get("loaded"))
         self.load_error = None if self.loaded else str(reply.get("error") or "the program did not load")
@@ -239,12 +240,14 @@ class Session:
 
     def _send(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         if self._worker is None or not self._worker.alive:
-            return {"error": "the sandbox worker stopped", "op": request["op"]}
+            self.sandbox_error = self.sandbox_error or "the sandbox worker stopped"
+            return {"error": self.sandbox_error, "op": request["op"]}
         try:
             return self._worker.exchange([request], timeout + HOST_SLACK)[0]
         except WorkerDied as exc:
             self._worker.stop()
-            return {"error": f"the sandbox worker stopped ({exc})", "op": request["op"]}
+            self.sandbox_error = f"the sandbox worker stopped ({exc})"
+            return {"error": self.sandbox_error, "op": request["op"]}
 
 
 def _collect(replies: list[dict], encoded: dict[int, Any], n: int, died: str | None) -> RunResult:
@@ -266,6 +269,7 @@ def _collect(replies: list[dict], encoded: dict[int, Any], n: int, died: str | N
         results=tuple(results),
         load_error=None if opened.get("loaded") else str(opened.get("error") or died),
         console=str(closing.get("console", "")),
+        sandbox_error=died,
     )
 
 

@@ -73,12 +73,17 @@ class CallResult:
 
 @dataclass(frozen=True)
 class RunResult:
-    """Everything a submission produced: whether it loaded, each call's result, its console."""
+    """Everything a submission produced: whether it loaded, each call's result, its console.
+
+    ``sandbox_error`` says that the sandbox's worker itself stopped during the run (after the
+    retry on a fresh one): the results it left unanswered are not the program's doing.
+    """
 
     loaded: bool
     results: tuple[CallResult, ...]
     load_error: str | None = None
     console: str = ""
+    sandbox_error: str | None = None
 
 
 def values_equal(expected: Any, got: Any, *, json_like: bool = False) -> bool:
