@@ -78,7 +78,7 @@ def _humaneval(d: Mapping[str, Any]) -> Task:
     if check is None or not check.args.args:
         raise InvalidTask("the HumanEval test must define check(candidate)")
     aliases = {check.args.args[0].arg, name}
-    body = [s for s in check.body if not _is_noop(s)]
+    body = [s for s in check.body if not is_noop(s)]
     simple = [simple_assert(s, aliases) for s in body]
     if body and all(simple):
         tests = [call_test(name, *parts[1:]) for parts in simple]
@@ -180,7 +180,7 @@ def _is_call_to(node: ast.AST, names: set[str]) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names
 
 
-def _is_noop(stmt: ast.stmt) -> bool:
+def is_noop(stmt: ast.stmt) -> bool:
     """Docstrings, ``pass`` and HumanEval's ``assert True, "..."`` lines test nothing."""
     if isinstance(stmt, ast.Assert):
         return isinstance(stmt.test, ast.Constant) and bool(stmt.test.value)

