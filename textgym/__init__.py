@@ -13,10 +13,21 @@ __version__ = "0.1.0"
 
 register_envs()
 
+
+def __getattr__(name: str):
+    # RemoteEnv is imported on first use, so ``import textgym`` never loads a WebSocket client.
+    if name == "RemoteEnv":
+        from textgym.remote import RemoteEnv
+
+        return RemoteEnv
+    raise AttributeError(f"module 'textgym' has no attribute {name!r}")
+
+
 __all__ = [
     "ENVS",
     "InvalidAction",
     "InvalidTask",
+    "RemoteEnv",
     "Outcome",
     "ResetNeeded",
     "Task",

@@ -20,6 +20,7 @@ _DELEGATED = (
     ("eval", "textgym.evaluate", "add_arguments", "run", "compare policies on the same seeds"),
     ("train", "textgym.algos.train", "add_train_arguments", "run_train", "GRPO training (jax or torch backend)"),
     ("sft", "textgym.algos.train", "add_sft_arguments", "run_sft", "supervised warm start on oracle demonstrations"),
+    ("serve", "textgym.serve", "add_arguments", "run", "serve an env over the OpenEnv protocol (WebSocket)"),
 )
 
 

@@ -35,6 +35,17 @@ class EndpointError(TextGymError, RuntimeError):
     """A model endpoint (an OpenAI-compatible server) failed after its retries."""
 
 
+class RemoteError(TextGymError, RuntimeError):
+    """A served env could not be reached, lost its connection, or answered with an error frame.
+
+    ``code`` is the server's OpenEnv error code, or None when the connection itself failed.
+    """
+
+    def __init__(self, message: str, code: str | None = None):
+        super().__init__(message)
+        self.code = code
+
+
 class TemplateError(TextGymError, ValueError):
     """A tokenizer or chat template cannot give exact token-in/token-out trajectories.
 

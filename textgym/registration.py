@@ -36,8 +36,15 @@ ENVS: tuple[EnvEntry, ...] = (
 )
 
 
+# The client of a served env (``textgym serve`` or any OpenEnv server); not in ENVS, which lists
+# the envs themselves (it needs a ``url`` to be made).
+REMOTE_ID = "textgym/Remote-v0"
+
+
 def register_envs() -> None:
     """Register every id; safe to call more than once."""
     for entry in ENVS:
         if entry.id not in gym.registry:
             gym.register(id=entry.id, entry_point=entry.entry_point)
+    if REMOTE_ID not in gym.registry:
+        gym.register(id=REMOTE_ID, entry_point="textgym.remote:RemoteEnv")
