@@ -43,7 +43,7 @@ END_REASONS: tuple[str, ...] = get_args(EndReason)
 """Why an episode ended, as ``info["end_reason"]`` and the rollout record's ``end_reason`` say."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome:
     """What an env's ``respond`` decided for one assistant turn.
 
@@ -148,7 +148,7 @@ class TextEnv(gym.Env):
             outcome = self.respond(turn)
         # The turn counts once it has been answered: a step that raises leaves turn and conversation as they were.
         self.turn += 1
-        self.conversation = self.conversation + (turn.message,) + tuple(outcome.messages)
+        self.conversation = (*self.conversation, turn.message, *outcome.messages)
         return self._finish(outcome)
 
     def render(self) -> str | None:

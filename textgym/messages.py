@@ -20,8 +20,15 @@ class FrozenDict(Mapping):
     __slots__ = ("_data", "_hash")
 
     def __init__(self, *args: Any, **kwargs: Any):
-        object.__setattr__(self, "_data", dict(*args, **kwargs))
-        object.__setattr__(self, "_hash", None)
+        _set_data(self, dict(*args, **kwargs))
+
+    @classmethod
+    def _of(cls, data: dict) -> "FrozenDict":
+        """Wrap ``data`` itself, not a copy (for dicts made here and never shared): a step makes
+        three messages, and the copying ``__init__`` costs several times the wrapping."""
+        self = _new(cls)
+        _set_data(self, data)
+        return self
 
     def __getitem__(self, key: str) -> Any:
         return self._data[key]
@@ -36,9 +43,11 @@ class FrozenDict(Mapping):
         raise AttributeError("FrozenDict is read-only")
 
     def __hash__(self) -> int:
-        if self._hash is None:
-            object.__setattr__(self, "_hash", hash(tuple(sorted(self._data.items(), key=lambda kv: kv[0]))))
-        return self._hash
+        try:
+            return self._hash
+        except AttributeError:  # first use: computed once, as messages never change
+            _set_hash(self, hash(tuple(sorted(self._data.items(), key=lambda kv: kv[0]))))
+            return self._hash
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, FrozenDict):
@@ -61,12 +70,17 @@ class FrozenDict(Mapping):
         return self
 
 
+_new = object.__new__
+_set_data = FrozenDict._data.__set__  # the slots' own setters: FrozenDict.__setattr__ refuses writes
+_set_hash = FrozenDict._hash.__set__
+
+
 def freeze(value: Any) -> Any:
     """Recursively turn dicts into FrozenDicts and lists into tuples."""
     if isinstance(value, FrozenDict):
         return value
     if isinstance(value, Mapping):
-        return FrozenDict({k: freeze(v) for k, v in value.items()})
+        return FrozenDict._of({k: freeze(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v) for v in value)
     return value
@@ -89,8 +103,12 @@ def message(role: str, content: str, **extra: Any) -> FrozenDict:
         raise TypeError(f"content must be a str, got {type(content).__name__}")
     data = {"role": role, "content": content, **extra}
     if all(type(v) is str for v in extra.values()):
-        return FrozenDict(data)  # nothing nested to freeze: the common case, once per message per step
+        return FrozenDict._of(data)  # nothing nested to freeze
     return freeze(data)
+
+
+# The helpers below are message() for one role each, written out: every step makes two or three
+# messages, and they are a good part of a Sudoku step (issue 14's floor is one appended message).
 
 
 def system(content: str) -> FrozenDict:
@@ -98,17 +116,23 @@ def system(content: str) -> FrozenDict:
 
 
 def user(content: str) -> FrozenDict:
-    return message("user", content)
+    if type(content) is not str:
+        return message("user", content)  # raises the TypeError (or accepts a str subclass)
+    return FrozenDict._of({"role": "user", "content": content})
 
 
 def assistant(content: str, tool_calls: Sequence[Mapping] | None = None) -> FrozenDict:
     if tool_calls:
         return message("assistant", content, tool_calls=tool_calls)
-    return message("assistant", content)
+    if type(content) is not str:
+        return message("assistant", content)
+    return FrozenDict._of({"role": "assistant", "content": content})
 
 
 def tool(content: str, tool_call_id: str, name: str) -> FrozenDict:
-    return message("tool", content, tool_call_id=tool_call_id, name=name)
+    if type(content) is not str or type(tool_call_id) is not str or type(name) is not str:
+        return message("tool", content, tool_call_id=tool_call_id, name=name)
+    return FrozenDict._of({"role": "tool", "content": content, "tool_call_id": tool_call_id, "name": name})
 
 
 def is_message(value: Any) -> bool:

@@ -22,7 +22,6 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from textgym.error import InvalidAction
@@ -34,14 +33,21 @@ _ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|\Z)", re.DOTALL)
 _FENCE = "```"
 _LANG = re.compile(r"[A-Za-z0-9_+-]*")
 _DECODER = json.JSONDecoder()
+_scan = _DECODER.scan_once  # the C scanner behind raw_decode
+_SPACE = re.compile(r"\s*")
 MAX_ARGUMENT_DEPTH = 32
 """Arrays and objects nest at most this deep in tool-call arguments (deeper breaks recursion)."""
 _CALL_CHARS = len(TOOL_OPEN + '{"name": "", "arguments": }' + TOOL_CLOSE)  # a call's text beyond name and arguments
 _SCALARS = frozenset((str, float, bool, type(None)))
+_UNSET = object()
 _MAX_INT_BITS = 14_000  # about 4,200 digits: Python refuses to print longer ints (sys.get_int_max_str_digits)
 
 
-@dataclass(frozen=True)
+# The records below are made for every call and turn, so they are slotted dataclasses rather than
+# frozen ones (a frozen dataclass's __init__ costs about five times as much); treat them as read-only.
+
+
+@dataclass(slots=True)
 class ToolCall:
     """One requested tool call: ``arguments`` is always a dict once parsed."""
 
@@ -57,7 +63,7 @@ class ToolCall:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ParsedTurn:
     """What the agent said in one turn, and what was wrong with it."""
 
@@ -65,16 +71,19 @@ class ParsedTurn:
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
     answer: str | None = None
-    errors: tuple[str, ...] = field(default=())
+    errors: tuple[str, ...] = ()
+    _code: Any = field(default=_UNSET, init=False, repr=False, compare=False)
 
     @property
     def error(self) -> str | None:
         return "; ".join(self.errors) if self.errors else None
 
-    @cached_property
+    @property
     def code(self) -> str | None:
         """The last fenced code block of the text (found on first use: only Code-v0 asks)."""
-        return extract_code(self.text)
+        if self._code is _UNSET:
+            self._code = extract_code(self.text)
+        return self._code
 
 
 def parse_turn(action: Any, *, call_id_prefix: str = "call", max_chars: int | None = None) -> ParsedTurn:
@@ -188,9 +197,11 @@ def _call_from_openai(raw: Any, default_id: str) -> ToolCall:
 
 def _name_and_arguments(obj: Mapping) -> tuple[str, dict[str, Any]]:
     name = obj.get("name")
-    if not isinstance(name, str) or not name:
-        raise ValueError("missing tool 'name'")
-    return name, arguments_dict(obj.get("arguments", obj.get("parameters", {})), name)
+    if type(name) is not str or not name:
+        if not isinstance(name, str) or not name:
+            raise ValueError("missing tool 'name'")
+    args = obj["arguments"] if "arguments" in obj else obj.get("parameters", {})
+    return name, arguments_dict(args, name)
 
 
 def arguments_dict(args: Any, name: str) -> dict[str, Any]:
@@ -206,12 +217,14 @@ def arguments_dict(args: Any, name: str) -> dict[str, Any]:
             args = decode_json(args) if args.strip() else {}
         except ValueError as exc:
             raise ValueError(f"arguments of {name!r} are not valid JSON ({exc})") from None
-    if not isinstance(args, Mapping):
-        raise ValueError(f"arguments of {name!r} must be a JSON object, got {type(args).__name__}")
+    if type(args) is not dict:
+        if not isinstance(args, Mapping):
+            raise ValueError(f"arguments of {name!r} must be a JSON object, got {type(args).__name__}")
+        args = dict(args)
     problem = _not_json(args)
     if problem:
         raise ValueError(f"arguments of {name!r} {problem}")
-    return dict(args)
+    return args
 
 
 def decode_json(text: str) -> Any:
@@ -235,11 +248,18 @@ def _json_failure(exc: Exception, offset: int) -> str:
     return "a number with too many digits"
 
 
-def _not_json(args: Mapping) -> str | None:
+def _not_json(args: dict) -> str | None:
     """What makes ``args`` unfit as JSON arguments (too deep, a non-JSON value), else None.
 
-    Iterative, so no depth of nesting can exhaust the stack; flat arguments take one pass.
+    Iterative, so no depth of nesting can exhaust the stack. Flat arguments of plain JSON
+    scalars (the usual case, every step) are settled in one pass over the items.
     """
+    for key, v in args.items():
+        kind = type(v)
+        if type(key) is not str or (kind not in _SCALARS and (kind is not int or v.bit_length() > _MAX_INT_BITS)):
+            break
+    else:
+        return None
     todo: list[tuple[Any, int]] = [(args, 0)]
     while todo:
         value, depth = todo.pop()
@@ -269,42 +289,53 @@ def _short(value: Any, limit: int = 40) -> str:
 def _tool_calls_from_text(text: str, prefix: str) -> tuple[list[ToolCall], list[str]]:
     calls: list[ToolCall] = []
     errors: list[str] = []
-    pos = 0
+    start = text.find(TOOL_OPEN)
     index = 0
-    while True:
-        start = text.find(TOOL_OPEN, pos)
-        if start < 0:
-            break
+    while start >= 0:
         index += 1
         body = start + len(TOOL_OPEN)
-        while body < len(text) and text[body].isspace():
-            body += 1
+        if text[body : body + 1] != "{":  # whitespace first, or no JSON object at all
+            body = _SPACE.match(text, body).end()
         try:
-            obj, end = _DECODER.raw_decode(text, body)
+            obj, end = _scan(text, body)
+        except StopIteration as exc:  # what raw_decode would raise, without its extra frame
+            errors.append(f"tool call {index}: invalid JSON (Expecting value at char {exc.value - body})")
+            start = _next_open(text, body)
+            continue
         except (ValueError, RecursionError) as exc:
             errors.append(f"tool call {index}: invalid JSON ({_json_failure(exc, body)})")
-            close = text.find(TOOL_CLOSE, body)
-            pos = len(text) if close < 0 else close + len(TOOL_CLOSE)
+            start = _next_open(text, body)
             continue
-        rest = end
-        while rest < len(text) and text[rest].isspace():
-            rest += 1
-        if not text.startswith(TOOL_CLOSE, rest):
-            errors.append(f"tool call {index}: expected {TOOL_CLOSE} right after the JSON object")
-            close = text.find(TOOL_CLOSE, rest)
-            pos = len(text) if close < 0 else close + len(TOOL_CLOSE)
-            continue
-        pos = rest + len(TOOL_CLOSE)
-        if not isinstance(obj, Mapping):
+        if not text.startswith(TOOL_CLOSE, end):
+            end = _SPACE.match(text, end).end()
+            if not text.startswith(TOOL_CLOSE, end):
+                errors.append(f"tool call {index}: expected {TOOL_CLOSE} right after the JSON object")
+                start = _next_open(text, end)
+                continue
+        start = text.find(TOOL_OPEN, end + len(TOOL_CLOSE))
+        if type(obj) is not dict:
             errors.append(f"tool call {index}: expected a JSON object with 'name' and 'arguments'")
             continue
         try:
             calls.append(ToolCall(f"{prefix}_{len(calls)}", *_name_and_arguments(obj)))
         except ValueError as exc:
             errors.append(f"tool call {index}: {exc}")
-    if TOOL_CLOSE in text and not calls and not errors:
+    if not calls and not errors and TOOL_CLOSE in text:
         errors.append(f"found {TOOL_CLOSE} without a matching {TOOL_OPEN}")
     return calls, errors
+
+
+def _next_open(text: str, pos: int) -> int:
+    """Where the next call opens after a broken one: past its ``</tool_call>``, if it has one."""
+    close = text.find(TOOL_CLOSE, pos)
+    return -1 if close < 0 else text.find(TOOL_OPEN, close + len(TOOL_CLOSE))
+
+
+def _last_answer(text: str) -> str | None:
+    if "<answer>" not in text:
+        return None
+    matches = _ANSWER.findall(text)
+    return matches[-1].strip() if matches else None
 
 
 def _plain(value: Any) -> dict:
@@ -312,11 +343,6 @@ def _plain(value: Any) -> dict:
     if isinstance(value, Mapping):
         return dict(value)
     raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-def _last_answer(text: str) -> str | None:
-    matches = _ANSWER.findall(text)
-    return matches[-1].strip() if matches else None
 
 
 def extract_code(text: str) -> str | None:

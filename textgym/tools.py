@@ -38,6 +38,10 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s][^@\s.]*\.[^@\s]+$")
 
 
+_PLAIN_TYPES = {"integer": int, "number": float, "boolean": bool, "string": str}
+_CHECKED_KEYS = frozenset(("enum", "format", "pattern", "minimum", "maximum", "nullable", "items"))
+
+
 @dataclass(frozen=True)
 class Param:
     """Extra schema facts for an argument, attached with ``Annotated[T, Param(...)]``."""
@@ -49,7 +53,7 @@ class Param:
     maximum: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ToolResult:
     """What a call produced: JSON text for the ``tool`` message and the error, if any."""
 
@@ -84,6 +88,10 @@ class Tool:
                 self.required.append(pname)
             else:
                 self.defaults[pname] = p.default
+        # When every argument is given as exactly its plain type (an int for an integer without
+        # bounds...), validation has nothing to check or convert: the fast path of every call.
+        plain = {k: _PLAIN_TYPES.get(v["type"]) for k, v in self.parameters.items() if not (_CHECKED_KEYS & v.keys())}
+        self._plain = plain if len(plain) == len(self.parameters) and None not in plain.values() else None
 
     @classmethod
     def from_function(cls, fn: Callable[..., Any], name: str | None = None) -> "Tool":
@@ -108,6 +116,13 @@ class Tool:
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Check and coerce arguments by the schema; raises ToolError with every problem."""
+        plain = self._plain
+        if plain is not None and len(arguments) == len(plain):
+            for key, value in arguments.items():
+                if type(value) is not plain.get(key):
+                    break
+            else:
+                return dict(arguments)
         problems = [f"unknown argument {k!r}" for k in arguments if k not in self.parameters]
         problems += [f"missing required argument {k!r}" for k in self.required if k not in arguments]
         clean: dict[str, Any] = {}
@@ -157,10 +172,10 @@ class Toolset(Mapping):
             known = ", ".join(self._tools) or "none"
             return _error(f"unknown tool {name!r}; available tools: {known}")
         try:
-            result = tool(arguments)
+            result = tool.fn(**tool.validate(arguments))
         except ToolError as exc:
             return _error(str(exc))
-        return ToolResult(to_json(result))
+        return ToolResult(_ENCODER.encode(result))
 
 
 def _json_default(value: Any) -> Any:

@@ -241,6 +241,9 @@ class SudokuEnv(TextEnv):
     def respond(self, turn: ParsedTurn) -> Outcome:
         before = self._potential()
         messages, errors = tool_messages(self._toolset, turn)
+        if not errors and turn.answer is None and turn.tool_calls and self._empty:  # moves only: most steps
+            messages.append(user(f"Board ({self._empty} empty cells left):\n{self._board_text()}"))
+            return Outcome(messages, self._potential() - before if self.reward_mode == "dense" else 0.0)
         rejected = len(errors)
         if turn.answer is not None:
             rows, reason = grid.read_answer(turn.answer, self._n)
