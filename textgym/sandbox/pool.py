@@ -15,6 +15,7 @@ sandbox per submission instead (slower; used by the benchmark as the baseline).
 from __future__ import annotations
 
 import collections
+import multiprocessing.util
 import os
 import threading
 import weakref
@@ -84,6 +85,9 @@ class Sandbox:
         self._all: set[Worker] = set()
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _stop_all, self._all)
+        # A multiprocessing child (an async vector env's worker) ends with os._exit, which skips
+        # weakref.finalize's atexit hook (its workers' cgroups stayed); it runs these instead.
+        multiprocessing.util.Finalize(self, _stop_all, args=(self._all,), exitpriority=0)
 
     @property
     def isolated(self) -> bool:

@@ -51,11 +51,12 @@ class Worker:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> None:
+        self.stop()  # what is left of a previous life (a worker that died is started again)
         self._owner = os.getpid()
+        self.cgroup = cgroups.create(f"{os.getpid()}-{next(_names)}", self.limits)
         cmd, config, fds = self.backend.command(self.limits)
         if not self.backend.isolated:
             self._workdir = os.path.dirname(config["workdir"])
-        self.cgroup = cgroups.create(f"{os.getpid()}-{next(_names)}", self.limits)
         if self.cgroup is not None:
             # Join the cgroup before bwrap forks anything, so nothing the worker starts is outside it.
             joins = "; ".join(f"echo $$ > {shlex.quote(p)}" for p in self.cgroup.procs_files)
