@@ -17,15 +17,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from textgym.algos.grpo import GRPOConfig
+from textgym.algos.grpo.seeds import EVAL_SEED_OFFSET, SFT_SEED_OFFSET
+
+__all__ = ["EVAL_SEED_OFFSET", "SFT_SEED_OFFSET", "SFTConfig", "TrainConfig"]
 
 Backend = Literal["jax", "torch"]
 Template = Literal["auto", "model", "compact"]
 VectorMode = Literal["sync", "async"]
-
-EVAL_SEED_OFFSET = 1_000_000
-"""Held-out evaluation seeds start here; training and demonstration seeds stay below it."""
-SFT_SEED_OFFSET = 500_000
-"""Oracle demonstrations use seeds from here (disjoint from GRPO's and evaluation's)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,7 +37,8 @@ class SFTConfig:
         model: A local Hugging Face model directory, or ``tiny`` (created in ``output_dir``).
         output_dir: Where the run writes ``final/`` (a HF directory) and ``sft_metrics.jsonl``.
         steps: Optimiser steps.
-        demos: Oracle episodes collected (seeds ``SFT_SEED_OFFSET + i``), cycled through in order.
+        demos: Oracle episodes collected (task seeds from the run's seed tree, in
+            ``[SFT_SEED_OFFSET, EVAL_SEED_OFFSET)``), cycled through in a seeded order.
         oracle_kwargs: Keyword arguments of the env's ``oracle_action`` (``None``: the recipe's,
             else none); Sudoku's ``{"place": 16}`` demonstrates ``place`` calls, not the grid.
         batch_size: Demonstration episodes per step.
@@ -49,7 +48,7 @@ class SFTConfig:
         chat_template: ``model``: the checkpoint's template; ``compact``: the tiny template
             without its system turn and tool list (a tiny model learns the task from examples,
             not from instructions; prompts are ~15x shorter); ``auto``: compact for ``tiny``.
-        seed: Seeds the tiny model's init and the order of demonstrations.
+        seed: Seeds the tiny model's init, the demonstrations' tasks and their order.
         num_envs: Vector env width when collecting demonstrations.
         threads: Intra-op CPU threads of the backend (``None``: the recipe's, else the
             framework's default); see :func:`textgym.algos.runtime.load_backend`.
@@ -79,9 +78,12 @@ class SFTConfig:
 class TrainConfig:
     """A GRPO run (``textgym train``), optionally preceded by an SFT warm start.
 
-    Seeds are a pure function of ``seed`` and the step (GRPO step ``s`` plays task seeds
-    ``s * prompts_per_step + i`` and samples with seed ``seed * 1_000_003 + s``), so a run resumed
-    from a checkpoint continues exactly as if it had never stopped.
+    Seeds are a pure function of ``seed`` and their place in the run
+    (:class:`~textgym.algos.grpo.SeedTree`: GRPO step ``s`` plays task seeds
+    ``tree.task_seeds(s, prompts_per_step)`` and its ``k``-th sampler call uses
+    ``tree.seed("train_sampler", s, turn=k)``), so a resumed run continues exactly as if it had
+    never stopped. Held-out evaluation tasks are the same for every ``seed`` (seeds from
+    ``EVAL_SEED_OFFSET``), so that runs compare on one test set.
 
     Attributes:
         env: Registered env id.
@@ -95,7 +97,8 @@ class TrainConfig:
         num_envs: Vector env width (at most the episodes per step).
         vectorization_mode: ``sync`` or ``async`` sub-envs.
         chat_template: See :class:`SFTConfig`.
-        eval_episodes: Held-out episodes (seeds from ``EVAL_SEED_OFFSET``) per evaluation.
+        eval_episodes: Held-out episodes (task seeds from ``EVAL_SEED_OFFSET``, whatever
+            ``seed`` is) per evaluation.
         eval_every: Evaluate every this many steps (and before the first and after the last).
         eval_temperature: Sampling temperature of evaluation; 0 is greedy.
         save_every: Checkpoint every this many steps (and at the end, and on Ctrl-C).
@@ -112,8 +115,11 @@ class TrainConfig:
         sft_demos: Oracle demonstrations for the warm start (``None``: recipe, else 256).
         sft_lr: Learning rate of the warm start (``None``: recipe, else ``10 * grpo.lr``).
         sft_oracle_kwargs: See ``SFTConfig.oracle_kwargs``.
-        seed: Seeds everything (tiny init, tasks, sampling).
+        seed: Root of the run's seed tree: the tiny init, training tasks, demonstrations and
+            sampling (copied into ``grpo.seed``).
         threads: See :class:`SFTConfig`.
+        mesh: The JAX learner's device mesh, ``"data=N,fsdp=M"`` (``None``: one device); see
+            :func:`textgym.algos.jax.make_mesh`. The torch backend scales with ``torchrun``.
         plot: Write ``curve.png`` (needs matplotlib).
         progress: Show rich progress bars.
         grpo: The GRPO objective and optimiser (see :class:`~textgym.algos.grpo.GRPOConfig`);
@@ -144,6 +150,7 @@ class TrainConfig:
     sft_oracle_kwargs: dict[str, Any] | None = None
     seed: int = 0
     threads: int | None = None
+    mesh: str | None = None
     plot: bool = True
     progress: bool = True
     grpo: GRPOConfig | None = None
@@ -158,6 +165,12 @@ class TrainConfig:
             raise ValueError(f"log_rollouts_every must be >= 0, got {self.log_rollouts_every}")
         if self.stop_after is not None and self.stop_after < 1:
             raise ValueError(f"stop_after must be >= 1 or None, got {self.stop_after}")
+        if self.mesh is not None:
+            from textgym.algos.runtime import parse_mesh
+
+            parse_mesh(self.mesh)
+            if self.backend != "jax":
+                raise ValueError(f"mesh is for the JAX backend, got backend={self.backend!r} (torch scales with torchrun)")
 
     def replace(self, **changes: Any) -> "TrainConfig":
         return dataclasses.replace(self, **changes)

@@ -75,8 +75,13 @@ def resolve_train(config: TrainConfig) -> TrainConfig:
         changes["sft_env_kwargs"] = rec.get("sft_env_kwargs")
     if config.sft_oracle_kwargs is None:
         changes["sft_oracle_kwargs"] = rec.get("oracle_kwargs")
+    grpo = changes.get("grpo") or config.grpo
     if config.sft_lr is None:
-        changes["sft_lr"] = rec.get("sft_lr", 10 * (changes.get("grpo") or config.grpo).lr)
+        changes["sft_lr"] = rec.get("sft_lr", 10 * grpo.lr)
+    # One seed for the run, and the schedule's horizon from the run's length.
+    steps = changes.get("steps", config.steps)
+    total = grpo.total_steps if grpo.total_steps is not None else steps * grpo.num_iterations
+    changes["grpo"] = dataclasses.replace(grpo, seed=config.seed, total_steps=total)
     return dataclasses.replace(config, **changes)
 
 

@@ -20,7 +20,9 @@ import gymnasium as gym
 import numpy as np
 
 from textgym.algos import tiny
+from textgym.algos.grpo.seeds import Phase, SeedTree
 from textgym.error import require
+from textgym.policies.model import ModelPolicy
 
 
 def load_backend(name: str, threads: int | None = None) -> ModuleType:
@@ -30,20 +32,80 @@ def load_backend(name: str, threads: int | None = None) -> ModuleType:
         name: ``jax`` or ``torch``.
         threads: Intra-op CPU threads (None: the framework's default). One thread is the fastest
             for tiny models, whose matrices are too small to split, and on shared machines,
-            where threads that spin-wait on each other are slower than one. JAX reads it only
-            when it is imported here first.
+            where threads that spin-wait on each other are slower than one. Torch sets its
+            thread count; XLA has no such setting and sizes its pools once, from the CPUs the
+            process may use, when JAX is first imported: 1 turns off its multi-threaded Eigen,
+            N > 1 restricts the process to N CPUs (rotated by process id, so that runs side by
+            side do not share them). A JAX already imported keeps its threads (a warning says so).
     """
     if name not in ("jax", "torch"):
         raise ValueError(f"backend must be 'jax' or 'torch', got {name!r}")
-    if threads is not None and name == "jax" and "jax" not in sys.modules and threads == 1:
-        flags = os.environ.get("XLA_FLAGS", "")
-        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1".strip()
+    if threads is not None and int(threads) < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    if threads is not None and name == "jax":
+        _limit_xla_threads(int(threads))
     module = importlib.import_module(f"textgym.algos.{name}")
     if threads is not None and name == "torch":
         import torch
 
         torch.set_num_threads(int(threads))
     return module
+
+
+def _limit_xla_threads(threads: int) -> None:
+    if "jax" in sys.modules:
+        import warnings
+
+        warnings.warn(f"JAX is already imported: threads={threads} cannot change its thread pools", stacklevel=3)
+        return
+    if threads == 1:
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1".strip()
+        return
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if threads < len(cpus):
+        start = os.getpid() % len(cpus)
+        os.sched_setaffinity(0, {cpus[(start + i) % len(cpus)] for i in range(threads)})
+
+
+def parse_mesh(spec: str) -> dict[str, int]:
+    """``"data=N,fsdp=M"`` (either axis may be left out: 1 for data, the rest of the devices for fsdp).
+
+    Example:
+        >>> parse_mesh("data=2,fsdp=4")
+        {'data': 2, 'fsdp': 4}
+
+    Raises:
+        ValueError: Another axis, a repeated one, or a size that is not a positive integer.
+    """
+    axes: dict[str, int] = {}
+    for part in spec.split(","):
+        name, _, size = part.strip().partition("=")
+        if name not in ("data", "fsdp") or name in axes or not size.isdigit() or int(size) < 1:
+            raise ValueError(f"expected a mesh like 'data=2,fsdp=4', got {spec!r}")
+        axes[name] = int(size)
+    return axes
+
+
+def make_learner(backend: ModuleType, policy: Any, config: Any, mesh: str | None = None) -> Any:
+    """``backend.Learner(policy, config)``, on a JAX device mesh when ``mesh`` is given."""
+    if mesh is None:
+        return backend.Learner(policy, config)
+    if not hasattr(backend, "make_mesh"):
+        raise ValueError("--mesh is for the JAX backend; torch runs data-parallel ranks with torchrun")
+    return backend.Learner(policy, config, mesh=backend.make_mesh(**parse_mesh(mesh)))
+
+
+class TreeSampler(ModelPolicy):
+    """A :class:`~textgym.policies.model.ModelPolicy` whose ``k``-th call of a step samples with
+    ``tree.seed(phase, step, turn=k)``: calls are counted across waves, so no two share a seed."""
+
+    def __init__(self, model: Any, tree: SeedTree, phase: Phase, step: int, **kwargs: Any):
+        super().__init__(model, **kwargs)
+        self.tree, self.phase, self.step = tree, phase, step
+
+    def call_seed(self, call: int) -> int:
+        return self.tree.seed(self.phase, self.step, turn=call)
 
 
 def chat_template(kind: str, model: str) -> str | None:
@@ -92,12 +154,16 @@ def evaluate(
     max_new_tokens: int,
     temperature: float,
     seed: int,
+    top_p: float = 1.0,
+    step: int = 0,
 ) -> dict[str, float]:
-    """Play one episode per seed with the model; return ``eval/success``, ``eval/reward``, ``eval/turns``."""
-    from textgym.policies.model import ModelPolicy
+    """Play one episode per task seed with the model; return ``eval/success``, ``eval/reward``, ``eval/turns``.
+
+    Sampling (when ``temperature > 0``) draws from ``SeedTree(seed)`` at ``("eval_sampler", step)``.
+    """
     from textgym.rollout import collect
 
-    actor = ModelPolicy(policy, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+    actor = TreeSampler(policy, SeedTree(seed), "eval_sampler", step, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
     rollouts = collect(venv, actor, seeds=list(seeds), group_size=1)
     return {
         "eval/success": float(np.mean([r.success for r in rollouts])),

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from textgym.algos import recipes, runtime, tiny
-from textgym.algos.config import SFT_SEED_OFFSET, SFTConfig
-from textgym.algos.grpo import Batch, GRPOConfig, pack
+from textgym.algos.config import SFTConfig
+from textgym.algos.grpo import Batch, GRPOConfig, SeedTree, pack
 from textgym.algos.metrics import MetricsLog, progress_bar
 from textgym.rollout import Rollout
 
@@ -102,7 +102,8 @@ def sft(config: SFTConfig) -> Path:
     backend = runtime.load_backend(config.backend, config.threads)
     policy = backend.load_policy(model_dir)
     tokenizer = runtime.load_tokenizer(model_dir)
-    seeds = [SFT_SEED_OFFSET + i for i in range(config.demos)]
+    tree = SeedTree(config.seed)
+    seeds = tree.demo_seeds(config.demos)
     demos = demonstrations(config.env, config.env_kwargs, tokenizer, template, seeds, config.num_envs, config.oracle_kwargs)
     solved = float(np.mean([r.success for r in demos]))
     if solved == 0:
@@ -113,7 +114,7 @@ def sft(config: SFTConfig) -> Path:
         advantage_scaling="none", seed=config.seed,
     )
     learner = backend.Learner(policy, grpo)
-    order = np.random.default_rng(config.seed).permutation(len(demos))
+    order = tree.rng("sft_order").permutation(len(demos))
     log = MetricsLog(out / "sft_metrics.jsonl")
     with progress_bar("SFT", total=config.steps, enabled=config.progress) as bar:
         for step in range(config.steps):

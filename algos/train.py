@@ -3,16 +3,19 @@
 The loop, top to bottom (one GRPO step per iteration)::
 
     policy, learner = backend.load_policy(model), backend.Learner(policy, config.grpo)
+    tree = SeedTree(config.seed)
     for step in range(steps):
-        rollouts = collect(venv, ModelPolicy(policy), seeds=step's seeds, group_size=G)
+        rollouts = collect(venv, TreeSampler(policy, tree, "train_sampler", step),
+                           seeds=tree.task_seeds(step, prompts_per_step), group_size=G)
         metrics  = learner.train_step(pack(rollouts, config.grpo, pad_id))   # skipped if no signal
-        every eval_every: held-out success (greedy) on seeds from EVAL_SEED_OFFSET
+        every eval_every: held-out success (greedy) on the fixed seeds from EVAL_SEED_OFFSET
         every save_every: checkpoint (learner state + step), atomically
         every log_rollouts_every: the step's rollouts to rollouts/step_XXXXXX.jsonl (for textgym view)
 
 Before it, an optional SFT warm start on oracle demonstrations (:mod:`textgym.algos.sft`);
 after it, ``final/`` (a HF directory), ``summary.json`` (held-out success before and after) and
-``curve.png``. Every seed is a function of ``config.seed`` and the step, and the learner's state
+``curve.png``. Every seed is a function of ``config.seed`` and its place in the run (one
+:class:`~textgym.algos.grpo.SeedTree`), and the learner's state (weights, optimiser, KL reference)
 is checkpointed whole, so a resumed run continues exactly as the uninterrupted one would have.
 
 This module imports neither JAX nor torch: the backend is imported when a run starts.
@@ -32,8 +35,9 @@ from typing import Any, get_args, get_type_hints
 import numpy as np
 
 from textgym.algos import recipes, runtime, tiny
-from textgym.algos.config import EVAL_SEED_OFFSET, SFTConfig, TrainConfig
-from textgym.algos.grpo import GRPOConfig, pack
+from textgym.algos.config import SFTConfig, TrainConfig
+from textgym.algos.grpo import GRPOConfig, SeedTree, drop_zero_std_groups, pack
+from textgym.algos.grpo.seeds import eval_seeds
 from textgym.algos.metrics import MetricsLog, progress_bar
 from textgym.cli import json_object
 
@@ -61,7 +65,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
     backend = runtime.load_backend(config.backend, config.threads)
     checkpoint = latest_checkpoint(out) if config.resume else None
     policy = backend.load_policy(checkpoint or start_model)
-    learner = backend.Learner(policy, config.grpo)
+    learner = runtime.make_learner(backend, policy, config.grpo, config.mesh)
     step = 0
     if checkpoint is not None:
         learner.restore(checkpoint)
@@ -77,13 +81,13 @@ def train(config: TrainConfig) -> dict[str, Any]:
     venv = runtime.token_venv(config.env, config.env_kwargs, tokenizer, template, min(config.num_envs, episodes), config.vectorization_mode)
     eval_venv = runtime.token_venv(config.env, config.env_kwargs, tokenizer, template, min(config.num_envs, config.eval_episodes), config.vectorization_mode)
 
-    def evaluate() -> dict[str, float]:
-        seeds = range(EVAL_SEED_OFFSET, EVAL_SEED_OFFSET + config.eval_episodes)
-        return runtime.evaluate(policy, eval_venv, seeds, max_new_tokens=grpo.max_new_tokens, temperature=config.eval_temperature, seed=config.seed)
+    def evaluate(at: int) -> dict[str, float]:
+        return runtime.evaluate(policy, eval_venv, eval_seeds(config.eval_episodes), max_new_tokens=grpo.max_new_tokens,
+                                temperature=config.eval_temperature, seed=grpo.seed, top_p=grpo.top_p, step=at)
 
     try:
         if step == 0:
-            log.write({"step": 0} | evaluate())
+            log.write({"step": 0} | evaluate(0))
         stop = config.steps if config.stop_after is None else min(config.steps, step + config.stop_after)
         saved = step
         with progress_bar(f"GRPO ({config.backend})", total=config.steps, completed=step, enabled=config.progress) as bar:
@@ -92,7 +96,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
                     record = grpo_step(config, policy, learner, venv, step)
                     step += 1
                     if step % config.eval_every == 0 or step == config.steps:
-                        record |= evaluate()
+                        record |= evaluate(step)
                     log.write(record)
                     if step % config.save_every == 0 or step == stop:
                         save_checkpoint(learner, out, step)
@@ -120,24 +124,26 @@ def train(config: TrainConfig) -> dict[str, Any]:
 
 def grpo_step(config: TrainConfig, policy: Any, learner: Any, venv: Any, step: int) -> dict[str, Any]:
     """Collect step ``step``'s groups with the current policy and update on them once."""
-    from textgym.policies.model import ModelPolicy
     from textgym.rollout import collect
 
     grpo = config.grpo
-    seeds = [step * config.prompts_per_step + i for i in range(config.prompts_per_step)]
-    actor = ModelPolicy(policy, max_new_tokens=grpo.max_new_tokens, temperature=grpo.temperature, seed=config.seed * 1_000_003 + step)
+    tree = SeedTree(grpo.seed)
+    actor = runtime.TreeSampler(policy, tree, "train_sampler", step, max_new_tokens=grpo.max_new_tokens,
+                                temperature=grpo.temperature, top_p=grpo.top_p)
     t0 = time.perf_counter()
-    rollouts = collect(venv, actor, seeds=seeds, group_size=grpo.group_size, env_id=config.env)
+    rollouts = collect(venv, actor, seeds=tree.task_seeds(step, config.prompts_per_step), group_size=grpo.group_size, env_id=config.env)
     t1 = time.perf_counter()
-    batch = pack([runtime.policy_prefix(r) for r in rollouts], grpo, pad_id=policy.pad_id)
+    kept, zero_std = drop_zero_std_groups(rollouts, grpo)
+    batch = pack([runtime.policy_prefix(r) for r in kept], grpo, pad_id=policy.pad_id) if kept else None
     # No group with differing rewards means no policy gradient; an optimiser step would still move
     # the weights (Adam's momentum), so it is skipped (DAPO's dynamic sampling, at batch level).
-    signal = bool(np.any(batch.advantages != 0)) or grpo.kl_beta > 0
+    signal = batch is not None and (bool(np.any(batch.advantages != 0)) or grpo.kl_beta > 0)
     metrics = learner.train_step(batch) if signal else {}
     t2 = time.perf_counter()
     generated = int(sum(r.loss_mask.sum() for r in rollouts))
     if config.log_rollouts_every and (step == 0 or (step + 1) % config.log_rollouts_every == 0):
-        write_step_rollouts(Path(config.output_dir), step + 1, rollouts, batch.advantages)
+        logged = (kept, batch.advantages) if batch is not None else (rollouts, np.zeros(len(rollouts)))
+        write_step_rollouts(Path(config.output_dir), step + 1, *logged)
     return {
         "step": step + 1,
         "train/reward": float(np.mean([r.reward for r in rollouts])),
@@ -147,7 +153,8 @@ def grpo_step(config: TrainConfig, policy: Any, learner: Any, venv: Any, step: i
         "time/rollout_s": t1 - t0,
         "time/update_s": t2 - t1,
         "train/skipped_update": float(not signal),
-        "train/env_errors": batch.env_errors,
+        "train/env_errors": sum(r.end_reason == "env_error" for r in rollouts),
+        "stats/zero_std_groups": float(zero_std),
         **end_fractions(rollouts),
         **metrics,
     }
@@ -261,6 +268,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sft-demos", type=int, default=None, help="oracle demonstrations for the warm start")
     parser.add_argument("--sft-lr", type=float, default=None, help="warm-start learning rate")
     parser.add_argument("--sft-oracle-kwargs", type=json_object, default=None, help="JSON keyword arguments of the env's oracle_action")
+    parser.add_argument("--mesh", default=None, help="JAX device mesh, e.g. data=2,fsdp=4 (default: one device)")
     parser.add_argument("--no-plot", dest="plot", action="store_false", help="do not write curve.png")
     grpo = parser.add_argument_group("GRPO (textgym.algos.grpo.GRPOConfig; unset: the tiny recipe's value, else the default)")
     hints = get_type_hints(GRPOConfig)
@@ -306,6 +314,7 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
         sft_oracle_kwargs=args.sft_oracle_kwargs,
         seed=args.seed,
         threads=args.threads,
+        mesh=args.mesh,
         plot=args.plot,
         progress=args.progress,
         grpo=grpo,

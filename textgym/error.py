@@ -75,3 +75,12 @@ def require(module: str, extra: str):
         raise MissingDependency(
             f"{module} is required for this feature: pip install 'textgym[{extra}]'"
         ) from exc
+
+
+class CheckpointMismatch(TextGymError, ValueError, KeyError):
+    """A checkpoint does not fit the model or learner it is loaded into (missing, unexpected or
+    mis-shaped weights, optimiser state or KL reference). Both training backends raise it; it is a
+    ``ValueError`` and a ``KeyError`` so that code written against either backend's old error keeps
+    catching it."""
+
+    __str__ = BaseException.__str__  # KeyError's would quote the message

@@ -40,11 +40,15 @@ class Batch:
             (the learner then uses the current policy's, detached).
         advantages: ``(B,)`` float32, one per sequence, 0 on padding rows.
         loss_weights: ``(B, T)`` float32 aggregation weights (0 off the loss mask).
-        rewards: ``(B,)`` float32 episode rewards, 0 on padding rows.
+        rewards: ``(B,)`` float32 episode rewards (with the soft overlong penalty, see
+            :func:`shaped_rewards`), 0 on padding rows.
         num_sequences: Real rows in the whole batch (global; not per micro-batch).
         token_count: Policy tokens in the whole batch (global; not per micro-batch).
         env_errors: Rows whose episode ended with ``end_reason == "env_error"``: masked out of
             the loss and of the group statistics (an env failure is not a reward of 0).
+        is_weights: ``(B, T)`` float32 importance weights of a rollout correction (learner over
+            sampler probability, truncated or masked), or None; the learner's
+            :meth:`~textgym.algos.grpo.BaseLearner.train_step` fills them in.
     """
 
     input_ids: np.ndarray
@@ -58,6 +62,7 @@ class Batch:
     num_sequences: int
     token_count: int
     env_errors: int = 0
+    is_weights: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -169,7 +174,7 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
     positions = np.maximum(np.cumsum(attention_mask, axis=1) - 1, 0).astype(np.int32)
 
     rewards = np.zeros(rows, dtype=np.float32)
-    rewards[:n] = [r.reward for r in rollouts]
+    rewards[:n] = shaped_rewards(rollouts, config)
     advantages = np.zeros(rows, dtype=np.float32)
     groups = group_ids([r.group for r in rollouts], config.group_size)
     kept = np.flatnonzero(~failed)
@@ -190,6 +195,70 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
         token_count=int(loss_mask.sum()),
         env_errors=int(failed.sum()),
     )
+
+
+def shaped_rewards(rollouts: Sequence[Rollout], config: GRPOConfig) -> np.ndarray:
+    """``(N,)`` rewards that the advantages use: the episode's, plus DAPO's soft overlong penalty.
+
+    With ``config.soft_overlong_buffer = N > 0`` and ``L`` the longest assistant turn's generated
+    tokens, the penalty is ``0`` up to ``max_new_tokens - N``, then falls linearly to ``-1`` at
+    ``max_new_tokens`` (Yu et al., 2025, DAPO section 3.4).
+
+    Example:
+        >>> from textgym.rollout import Rollout
+        >>> rs = [Rollout("e", "t", 0, [], 1.0, True, 1, True, False, token_ids=np.zeros(n + 1),
+        ...               loss_mask=np.r_[0, np.ones(n)]) for n in (4, 6, 8)]
+        >>> shaped_rewards(rs, GRPOConfig(max_new_tokens=8, soft_overlong_buffer=4)).tolist()
+        [1.0, 0.5, 0.0]
+    """
+    rewards = np.array([r.reward for r in rollouts], dtype=np.float64)
+    buffer = config.soft_overlong_buffer
+    if buffer == 0:
+        return rewards.astype(np.float32)
+    longest = np.array([_longest_turn(r) for r in rollouts], dtype=np.float64)
+    penalty = np.clip((config.max_new_tokens - buffer - longest) / buffer, -1.0, 0.0)
+    return (rewards + penalty).astype(np.float32)
+
+
+def _longest_turn(rollout: Rollout) -> int:
+    """Tokens of the rollout's longest assistant turn (its spans of loss-mask ones)."""
+    mask = np.r_[0, np.asarray(rollout.loss_mask) > 0, 0].astype(np.int8)
+    edges = np.flatnonzero(np.diff(mask))
+    return int((edges[1::2] - edges[::2]).max()) if edges.size else 0
+
+
+def drop_zero_std_groups(rollouts: Sequence[Rollout], config: GRPOConfig) -> tuple[list[Rollout], int]:
+    """The rollouts of groups whose shaped rewards differ, and how many groups had none that did.
+
+    A group whose rewards are all equal has advantage 0 everywhere: it adds no policy gradient
+    but counts in the token mean. With ``config.filter_zero_std_groups`` its rollouts are
+    dropped (DAPO's dynamic sampling, without resampling); without it every rollout is kept and
+    only the count is reported.
+    """
+    groups = group_ids([r.group for r in rollouts], config.group_size)
+    rewards = shaped_rewards(rollouts, config)
+    n_groups = int(groups.max()) + 1 if groups.size else 0
+    spread = np.zeros(n_groups, dtype=bool)
+    for g in range(n_groups):
+        spread[g] = np.ptp(rewards[groups == g]) > 0
+    zero = int((~spread).sum())
+    if not config.filter_zero_std_groups:
+        return list(rollouts), zero
+    return [r for r, g in zip(rollouts, groups) if spread[g]], zero
+
+
+def pad_rows(batch: Batch, multiple: int) -> Batch:
+    """Append all-zero rows (no attention, no loss weight) up to a multiple of ``multiple`` rows.
+
+    Both learners take a batch of any row count this way: the padding weighs nothing.
+    """
+    extra = -batch.shape[0] % multiple
+    if extra == 0:
+        return batch
+    return batch.replace(**{
+        f.name: np.concatenate([v, np.zeros((extra, *v.shape[1:]), v.dtype)])
+        for f in dataclasses.fields(batch) if isinstance(v := getattr(batch, f.name), np.ndarray)
+    })
 
 
 def distinct_prompts(prompts: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
@@ -262,10 +331,11 @@ def split_prompts(batch: Batch, pad_id: int, prompt_multiple: int = 1, rest_mult
         return np.where(real, np.take_along_axis(a, index, axis=1), 0).astype(a.dtype)
 
     old = None if batch.old_logprobs is None else rest(batch.old_logprobs)
+    is_weights = None if batch.is_weights is None else rest(batch.is_weights)
     tail = batch.replace(
         input_ids=np.where(real, np.take_along_axis(batch.input_ids, index, axis=1), pad_id).astype(np.int32),
         attention_mask=real.astype(np.int32), positions=(cut[:, None] + np.arange(columns)).astype(np.int32),
-        loss_mask=rest(batch.loss_mask), loss_weights=rest(batch.loss_weights), old_logprobs=old,
+        loss_mask=rest(batch.loss_mask), loss_weights=rest(batch.loss_weights), old_logprobs=old, is_weights=is_weights,
     )
     return PromptSplit(prompt_ids, prompt_mask, source, tail)
 

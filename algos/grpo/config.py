@@ -14,6 +14,8 @@ LossAggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-s
 AdvantageScaling = Literal["group", "batch", "none"]
 LRSchedule = Literal["constant", "linear", "cosine"]
 ComputeDType = Literal["float32", "bfloat16"]
+PolicyLoss = Literal["clip", "gspo", "cispo"]
+RolloutCorrection = Literal["none", "tis", "mis"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,7 +31,9 @@ class GRPOConfig:
         loss = sum_{i,t} w_{i,t} * (pg + kl_beta * kl)
 
     where the weights ``w`` implement ``loss_aggregation`` with counts taken over the whole batch
-    (see :func:`textgym.algos.grpo.pack`).
+    (see :func:`textgym.algos.grpo.pack`). ``policy_loss`` swaps ``pg`` for GSPO's or CISPO's and
+    ``rollout_correction`` multiplies it by importance weights between sampler and learner (see
+    :func:`textgym.algos.grpo.grpo_loss`).
 
     Attributes:
         group_size: Completions sampled per prompt; rollouts without a ``group`` id are grouped
@@ -49,13 +53,32 @@ class GRPOConfig:
             ``none``: ``r - mean_g`` only (Dr. GRPO).
         advantage_eps: Added to the std before dividing.
         num_iterations: Policy updates per batch (GRPO's mu). Ratios use the sampler's logprobs
-            as ``old_logp``; with ``mu > 1`` they make the clipping bite.
+            as ``old_logp`` (the learner's own with ``rollout_correction``); with ``mu > 1`` they
+            make the clipping bite.
+        policy_loss: ``clip``: PPO's clipped token ratio (GRPO, DAPO). ``gspo``: one ratio per
+            sequence, ``exp(mean_t(logp - old_logp))``, clipped (GSPO, Zheng et al., 2025; the
+            paper's weighting is ``loss_aggregation="seq-mean-token-mean"`` and clip ranges of
+            ~3e-4). ``cispo``: REINFORCE on ``logp`` weighted by the clipped, stop-gradient token
+            ratio, so clipped tokens keep their gradient (CISPO, MiniMax-M1, 2025).
+        rollout_correction: Correct for the sampler and the learner disagreeing on the same
+            weights (kernels, dtypes): ``old_logp`` becomes the learner's recomputed logprobs and
+            the policy term is weighted per token by ``w = p_learner / p_sampler``, truncated at
+            ``rollout_correction_cap`` (``tis``) or zeroed above it (``mis``) (Yao et al., 2025).
+            ``none`` trusts the sampler's logprobs.
+        rollout_correction_cap: The cap ``C`` of ``tis`` and ``mis``.
+        filter_zero_std_groups: Drop groups whose rewards are all equal before the update (DAPO's
+            dynamic sampling): their advantages are 0, so they only dilute the token mean.
+        soft_overlong_buffer: DAPO's soft overlong punishment: a turn of ``L`` generated tokens
+            gets ``(max_new_tokens - N - L) / N`` added to its episode's reward when it is within
+            the last ``N`` tokens before ``max_new_tokens`` (-1 at the limit); the longest turn
+            counts. 0 disables it.
         mask_truncated: Drop truncated episodes from the loss (DAPO's overlong filtering): their
             reward says nothing about the answer. They still count in the group statistics.
         lr: Peak learning rate of AdamW.
         lr_schedule: ``constant``, or ``linear`` / ``cosine`` decay to 0 at ``total_steps``.
         warmup_steps: Linear warm-up from 0 to ``lr``.
-        total_steps: Optimiser steps of the run (the decay horizon).
+        total_steps: Optimiser steps of the run (the decay horizon); ``None``: ``textgym train``
+            derives it as ``steps * num_iterations``, a bare learner decays over 1000 steps.
         weight_decay: AdamW's decoupled weight decay.
         adam_beta1: AdamW's first-moment decay.
         adam_beta2: AdamW's second-moment decay.
@@ -69,7 +92,8 @@ class GRPOConfig:
         top_p: Nucleus sampling threshold of the sampler.
         compute_dtype: Activations' dtype in the learner (parameters and optimiser state stay
             float32).
-        seed: Seeds sampling and any other randomness of the trainer.
+        seed: Root of the run's seed tree (:class:`~textgym.algos.grpo.SeedTree`): training
+            tasks and sampling; ``textgym train`` sets it from ``--seed``.
     """
 
     group_size: int = 8
@@ -81,11 +105,16 @@ class GRPOConfig:
     advantage_scaling: AdvantageScaling = "group"
     advantage_eps: float = 1e-6
     num_iterations: int = 1
+    policy_loss: PolicyLoss = "clip"
+    rollout_correction: RolloutCorrection = "none"
+    rollout_correction_cap: float = 2.0
+    filter_zero_std_groups: bool = False
+    soft_overlong_buffer: int = 0
     mask_truncated: bool = False
     lr: float = 1e-6
     lr_schedule: LRSchedule = "constant"
     warmup_steps: int = 0
-    total_steps: int = 1000
+    total_steps: int | None = None
     weight_decay: float = 0.0
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
@@ -121,10 +150,19 @@ class GRPOConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.loss_constant is not None and self.loss_constant < 1:
             raise ValueError(f"loss_constant must be >= 1 or None, got {self.loss_constant}")
-        if self.warmup_steps < 0 or self.total_steps < 1:
+        if self.rollout_correction_cap < 1:
+            raise ValueError(f"rollout_correction_cap must be >= 1, got {self.rollout_correction_cap}")
+        if not 0 <= self.soft_overlong_buffer < self.max_new_tokens:
+            raise ValueError(f"soft_overlong_buffer must be in [0, max_new_tokens), got {self.soft_overlong_buffer}")
+        if self.warmup_steps < 0 or (self.total_steps is not None and self.total_steps < 1):
             raise ValueError(
                 f"expected warmup_steps >= 0 and total_steps >= 1, got {self.warmup_steps}, {self.total_steps}"
             )
+
+    @property
+    def decay_steps(self) -> int:
+        """The schedule's horizon: ``total_steps``, or 1000 when no run has derived it."""
+        return 1000 if self.total_steps is None else self.total_steps
 
     @property
     def dr_grpo_constant(self) -> int:

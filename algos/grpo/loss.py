@@ -15,7 +15,16 @@ from textgym.algos.grpo.config import GRPOConfig
 def grpo_loss(
     logprobs: np.ndarray, batch: Batch, config: GRPOConfig, ref_logprobs: np.ndarray | None = None
 ) -> tuple[float, dict[str, float]]:
-    """The clipped-surrogate GRPO loss with a k3 KL, and its metrics.
+    """The GRPO loss (``config.policy_loss``'s policy term plus a k3 KL), and its metrics.
+
+    Policy terms per token, with ``r = exp(logp - old_logp)`` and ``clip`` to
+    ``[1 - clip_eps_low, 1 + clip_eps_high]``:
+
+    * ``clip``: ``-min(r * A, clip(r) * A)``;
+    * ``gspo``: the same with ``r`` replaced by the sequence's ``exp(mean_t(logp - old_logp))``;
+    * ``cispo``: ``-sg(clip(r)) * A * logp`` (``sg``: no gradient).
+
+    With a rollout correction the term is multiplied by ``batch.is_weights``.
 
     Every metric is a weighted sum over tokens with weights normalised by the *global* counts in
     ``batch``, so each value computed on micro-batches adds up to the value on the whole batch.
@@ -30,7 +39,8 @@ def grpo_loss(
     Returns:
         ``(loss, metrics)`` with ``loss/total`` (equal to ``loss``), ``loss/policy``, ``loss/kl``
         (the aggregated k3 estimate, before ``kl_beta``), ``stats/clip_frac`` (share of policy
-        tokens whose gradient the clip removed) and ``stats/ratio_mean``.
+        tokens whose gradient the clip removed; for ``cispo``, whose weight it bounded) and
+        ``stats/ratio_mean`` (of the ratio the policy term used).
 
     Example:
         >>> from textgym.algos.grpo import GRPOConfig, pack
@@ -50,14 +60,21 @@ def grpo_loss(
     mask = np.asarray(batch.loss_mask, dtype=np.float64)
     weights = np.asarray(batch.loss_weights, dtype=np.float64)
     adv = np.asarray(batch.advantages, dtype=np.float64)[:, None]
+    low, high = 1.0 - config.clip_eps_low, 1.0 + config.clip_eps_high
 
     # Off-mask positions may hold anything (padding): zero the log-ratio there so exp stays finite.
-    ratio = np.exp(np.where(mask > 0, logprobs - old, 0.0))
-    clipped = np.clip(ratio, 1.0 - config.clip_eps_low, 1.0 + config.clip_eps_high)
-    pg = -np.minimum(ratio * adv, clipped * adv)
-    was_clipped = ((adv > 0) & (ratio > 1.0 + config.clip_eps_high)) | (
-        (adv < 0) & (ratio < 1.0 - config.clip_eps_low)
-    )
+    log_ratio = np.where(mask > 0, logprobs - old, 0.0)
+    if config.policy_loss == "gspo":  # one length-normalised ratio per sequence
+        log_ratio = np.broadcast_to((mask * log_ratio).sum(axis=1, keepdims=True) / np.maximum(mask.sum(axis=1, keepdims=True), 1.0), mask.shape)
+    ratio = np.exp(log_ratio)
+    if config.policy_loss == "cispo":  # REINFORCE weighted by the clipped ratio, a constant
+        pg = -np.clip(ratio, low, high) * adv * np.where(mask > 0, logprobs, 0.0)
+        was_clipped = (ratio > high) | (ratio < low)
+    else:
+        pg = -np.minimum(ratio * adv, np.clip(ratio, low, high) * adv)
+        was_clipped = ((adv > 0) & (ratio > high)) | ((adv < 0) & (ratio < low))
+    if batch.is_weights is not None:
+        pg = pg * np.asarray(batch.is_weights, dtype=np.float64)
 
     if ref_logprobs is None:
         kl = np.zeros_like(logprobs)

@@ -2,7 +2,8 @@
 
 Importing this package is cheap; JAX, Flax and optax load on first use of a name below (and a
 missing install raises :class:`textgym.error.MissingDependency` naming ``pip install
-'textgym[jax]'``).
+'textgym[jax]'``). It exports the same names as :mod:`textgym.algos.torch`
+(:data:`textgym.algos.lazy.CONTRACT`); ``ModelConfig``, ``CausalLM`` and ``make_mesh`` are its own.
 
 Example::
 
@@ -17,37 +18,23 @@ Example::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from textgym.error import require
-
-_EXPORTS = {
-    "load_policy": "policy",
-    "Policy": "policy",
-    "Learner": "learner",
-    "ModelConfig": "config",
-    "CausalLM": "model",
-    "make_mesh": "sharding",
-    "grpo_loss": "loss",
-}
+from textgym.algos import lazy
 
 if TYPE_CHECKING:  # pragma: no cover
     from textgym.algos.jax.config import ModelConfig
-    from textgym.algos.jax.learner import Learner
+    from textgym.algos.jax.learner import Learner, make_schedule
     from textgym.algos.jax.loss import grpo_loss
     from textgym.algos.jax.model import CausalLM
     from textgym.algos.jax.policy import Policy, load_policy
     from textgym.algos.jax.sharding import make_mesh
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    for module in ("jax", "flax", "optax", "safetensors"):
-        require(module, "jax")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
+__all__ = sorted(lazy.CONTRACT)
+__getattr__ = lazy.exports(
+    __name__,
+    {"Learner": "learner", "Policy": "policy", "grpo_loss": "loss", "load_policy": "policy", "make_schedule": "learner",
+     "ModelConfig": "config", "CausalLM": "model", "make_mesh": "sharding"},
+    modules=("jax", "flax", "optax", "safetensors"),
+    extra="jax",
+)

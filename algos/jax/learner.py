@@ -1,7 +1,7 @@
 """The GRPO learner: one jitted update that scans micro-batches, then AdamW.
 
-``Learner.train_step(batch)`` runs ``config.num_iterations`` updates on one packed batch. Each
-update is a single jitted function: a ``lax.scan`` over the micro-batches sums their gradients
+``Learner.train_step(batch)`` (the shared skeleton of :class:`~textgym.algos.grpo.BaseLearner`)
+runs ``config.num_iterations`` updates on one packed batch. Each update is a single jitted function: a ``lax.scan`` over the micro-batches sums their gradients
 (the batch's ``loss_weights`` already hold the global normalisers, so the sum *is* the gradient
 of the whole batch's loss), then ``optax.chain(clip_by_global_norm, adamw)`` applies it. Master
 parameters and optimiser state stay float32; ``compute_dtype="bfloat16"`` casts a copy for the
@@ -11,10 +11,9 @@ forward pass. Each micro-batch is cut at its rows' prompts
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 from functools import partial
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -24,25 +23,26 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
 from textgym.algos.grpo import Batch, GRPOConfig, bucket_length, fine_bucket, split_micro_batches
-from textgym.algos.grpo.batch import split_prompts
+from textgym.algos.grpo.batch import PromptSplit, split_prompts
+from textgym.algos.grpo.learner import BaseLearner, check_state
 from textgym.algos.jax.loss import grpo_loss
 from textgym.algos.jax.model import empty_cache, picked_logprobs, positions_from_mask
 from textgym.algos.jax.params import export_params, load_params
 from textgym.algos.jax.policy import Policy
 from textgym.algos.jax.sharding import batch_sharding, shard_params
+from textgym.error import CheckpointMismatch
 
 # A row's prompt (its tokens before the first trained one) hardly varies within an env: multiples
 # of 16. Continuations do, and every one of their tokens attends to all columns: fine_bucket keeps
 # the waste small (a 25-token answer in 32 columns, not 64) and the compilations few.
 _PROMPT_MULTIPLE = 16
-_REST_FIELDS = ("input_ids", "attention_mask", "positions", "loss_mask", "loss_weights", "advantages", "old_logprobs")
 _UNBOUNDED = 1 << 30
 
 
 def make_schedule(config: GRPOConfig) -> optax.Schedule:
     """Linear warm-up to ``config.lr``, then constant or a linear/cosine decay to 0 at ``total_steps``."""
     warmup = optax.linear_schedule(0.0, config.lr, max(config.warmup_steps, 1))
-    decay_steps = max(config.total_steps - config.warmup_steps, 1)
+    decay_steps = max(config.decay_steps - config.warmup_steps, 1)
     after = {
         "constant": optax.constant_schedule(config.lr),
         "linear": optax.linear_schedule(config.lr, 0.0, decay_steps),
@@ -60,7 +60,7 @@ def make_optimizer(config: GRPOConfig) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adamw) if config.max_grad_norm > 0 else adamw
 
 
-def _logprobs(graphdef: nnx.GraphDef, config: GRPOConfig, params, micro) -> jax.Array:
+def _logprobs(graphdef: nnx.GraphDef, config: GRPOConfig, params, micro: PromptSplit) -> jax.Array:
     """Logprobs ``(B, C)`` of the rows' continuations (:class:`~textgym.algos.grpo.batch.PromptSplit`).
 
     Each distinct prompt runs once into a KV cache; its rows are copied for the continuations
@@ -68,15 +68,15 @@ def _logprobs(graphdef: nnx.GraphDef, config: GRPOConfig, params, micro) -> jax.
     """
     dtype = jnp.dtype(config.compute_dtype)
     model = nnx.merge(graphdef, jax.tree.map(lambda p: p.astype(dtype), params))
-    prompt_mask, rows, ids = micro["prompt_mask"], micro["source"], micro["input_ids"]
+    prompt_mask, rows, ids = micro.prompt_mask, micro.source, micro.rest.input_ids
     width = prompt_mask.shape[1]
     kv_mask = jnp.pad(prompt_mask, ((0, 0), (0, ids.shape[1])))
     cache = empty_cache(model, prompt_mask.shape[0], kv_mask.shape[1], dtype)
-    last, cache = model(micro["prompt_ids"], positions_from_mask(prompt_mask), kv_mask, cache, 0, last_only=True)
+    last, cache = model(micro.prompt_ids, positions_from_mask(prompt_mask), kv_mask, cache, 0, last_only=True)
     pick = jax.nn.one_hot(rows, prompt_mask.shape[0], dtype=dtype)  # (B, U)
     cache = jax.tree.map(partial(_copy_rows, pick), cache)
-    kv_mask = jnp.concatenate([prompt_mask[rows], micro["attention_mask"]], axis=1)
-    logits, _ = model(ids, micro["positions"], kv_mask, cache, width)
+    kv_mask = jnp.concatenate([prompt_mask[rows], micro.rest.attention_mask], axis=1)
+    logits, _ = model(ids, micro.rest.positions, kv_mask, cache, width)
     return picked_logprobs(jnp.concatenate([_copy_rows(pick, last), logits[:, :-1]], axis=1), ids, config.temperature)
 
 
@@ -88,8 +88,8 @@ def _copy_rows(pick: jax.Array, x: jax.Array) -> jax.Array:
 
 
 @partial(jax.jit, static_argnames=("graphdef", "config"), donate_argnames=("params", "opt_state"))
-def update(graphdef: nnx.GraphDef, config: GRPOConfig, params, opt_state, ref_params, micros, token_count):
-    """One optimiser step on a batch stacked as ``(n_micro, micro_batch_size, ...)``.
+def update(graphdef: nnx.GraphDef, config: GRPOConfig, params, opt_state, ref_params, micros: PromptSplit):
+    """One optimiser step on micro-batches stacked as ``(n_micro, micro_batch_size, ...)``.
 
     Static on the graph and the config, so learners of one architecture share the compilation.
 
@@ -100,7 +100,7 @@ def update(graphdef: nnx.GraphDef, config: GRPOConfig, params, opt_state, ref_pa
 
     def loss_fn(p, micro):
         ref = None if ref_params is None else _logprobs(graphdef, config, ref_params, micro)
-        return grpo_loss(_logprobs(graphdef, config, p, micro), micro, config, token_count, ref)
+        return grpo_loss(_logprobs(graphdef, config, p, micro), micro.rest, config, ref)
 
     def accumulate(grads, micro):
         (_, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(params, micro)
@@ -113,9 +113,9 @@ def update(graphdef: nnx.GraphDef, config: GRPOConfig, params, opt_state, ref_pa
     return optax.apply_updates(params, updates), opt_state, metrics
 
 
-def _pad_right(a: np.ndarray, columns: int) -> np.ndarray:
-    """A right-padded ``(B, C)`` array widened with zeros to ``columns`` (``(B,)`` arrays as they are)."""
-    return a if a.ndim == 1 else np.pad(a, ((0, 0), (0, columns - a.shape[1])))
+def _pad_right(a: np.ndarray | None, columns: int) -> np.ndarray | None:
+    """A right-padded ``(B, C)`` array widened with zeros to ``columns`` (``(B,)`` arrays and None as they are)."""
+    return a if a is None or a.ndim == 1 else np.pad(a, ((0, 0), (0, columns - a.shape[1])))
 
 
 def _pad_prompts(a: np.ndarray, rows: int, columns: int, fill: int) -> np.ndarray:
@@ -123,7 +123,7 @@ def _pad_prompts(a: np.ndarray, rows: int, columns: int, fill: int) -> np.ndarra
     return np.pad(a, ((0, rows - a.shape[0]), (columns - a.shape[1], 0)), constant_values=fill)
 
 
-class Learner:
+class Learner(BaseLearner):
     """Trains a :class:`~textgym.algos.jax.policy.Policy` with GRPO, updating its weights in place.
 
     Args:
@@ -145,94 +145,81 @@ class Learner:
         # The reference is the starting policy, frozen; without a KL term it is never needed.
         self.ref_params = jax.tree.map(jnp.copy, self.params) if config.kl_beta > 0 else None
         self.opt_state = self._place(self.optimizer.init(self.params))
+        self._stacked: tuple[Batch, PromptSplit] | None = None  # the last batch's micro-batches, reused across iterations
 
     def _place(self, tree):
         return tree if self.mesh is None else shard_params(tree, self.mesh)
 
-    def _micro_batches(self, batch: Batch) -> dict[str, jax.Array]:
+    def _micro_batches(self, batch: Batch) -> PromptSplit:
         """Split every micro-batch at its prompts and stack them as ``(n_micro, rows, ...)`` for the scan."""
-        rows = batch.shape[0]
-        mbs = self.config.micro_batch_size
-        if rows % mbs:
-            raise ValueError(f"batch rows ({rows}) must be a multiple of micro_batch_size ({mbs}): pack with this config")
-        splits = [split_prompts(m, self.policy.pad_id, _PROMPT_MULTIPLE) for m in split_micro_batches(batch, mbs)]
+        if self._stacked is not None and self._stacked[0] is batch:
+            return self._stacked[1]
+        pad = self.policy.pad_id
+        splits = [split_prompts(m, pad, _PROMPT_MULTIPLE) for m in split_micro_batches(batch, self.config.micro_batch_size)]
         prompts = bucket_length(max(len(s.prompt_ids) for s in splits), _UNBOUNDED, min_bucket=1)
         width = max(s.prompt_ids.shape[1] for s in splits)
         columns = fine_bucket(max(s.rest.shape[1] for s in splits))
-        stacked = {name: np.stack([_pad_right(getattr(s.rest, name), columns) for s in splits])
-                   for name in _REST_FIELDS if getattr(batch, name) is not None}
-        stacked["source"] = np.stack([s.source for s in splits])
-        stacked["prompt_ids"] = np.stack([_pad_prompts(s.prompt_ids, prompts, width, self.policy.pad_id) for s in splits])
-        stacked["prompt_mask"] = np.stack([_pad_prompts(s.prompt_mask, prompts, width, 0) for s in splits])
-        if self.mesh is None:
-            return stacked
-        replicated = NamedSharding(self.mesh, PartitionSpec())  # prompts are few and any row may read any of them
-        return {k: jax.device_put(v, replicated if k.startswith("prompt_") else batch_sharding(self.mesh, v.ndim, 1))
-                for k, v in stacked.items()}
-
-    def train_step(self, batch: Batch) -> dict[str, float]:
-        """``config.num_iterations`` updates on ``batch``; returns the metrics' means over them.
-
-        Metrics: ``loss/total``, ``loss/policy``, ``loss/kl``, ``stats/clip_frac``,
-        ``stats/ratio_mean``, ``stats/grad_norm`` (before clipping), ``stats/lr``,
-        ``stats/tokens``, ``stats/reward_mean``.
-        """
-        if batch.old_logprobs is None and self.config.num_iterations > 1:
-            # Ratios need a fixed reference across the iterations: the policy before the first one.
-            batch = batch.replace(old_logprobs=self.policy.logprobs(batch.input_ids, batch.attention_mask, temperature=self.config.temperature))
-        micros = self._micro_batches(batch)
-        history = []
-        for _ in range(self.config.num_iterations):
-            lr = float(self.schedule(self.step))
-            self.params, self.opt_state, metrics = update(
-                self.policy.graphdef, self.config, self.params, self.opt_state, self.ref_params, micros,
-                jnp.float32(batch.token_count),
+        arrays = ("input_ids", "attention_mask", "positions", "loss_mask", "loss_weights", "old_logprobs", "is_weights")
+        padded = [
+            PromptSplit(
+                _pad_prompts(s.prompt_ids, prompts, width, pad), _pad_prompts(s.prompt_mask, prompts, width, 0), s.source,
+                s.rest.replace(**{name: _pad_right(getattr(s.rest, name), columns) for name in arrays},
+                               num_sequences=np.int32(batch.num_sequences), env_errors=np.int32(batch.env_errors),
+                               token_count=np.float32(batch.token_count)),
             )
-            self.step += 1
-            history.append({k: float(v) for k, v in jax.device_get(metrics).items()} | {"stats/lr": lr})
+            for s in splits
+        ]
+        stacked = jax.tree.map(lambda *xs: np.stack(xs), *padded)
+        if self.mesh is not None:
+            replicated = NamedSharding(self.mesh, PartitionSpec())  # prompts are few and any row may read any of them
+            rows = lambda x: jax.device_put(x, batch_sharding(self.mesh, x.ndim, 1) if x.ndim >= 2 else replicated)  # noqa: E731
+            stacked = PromptSplit(jax.device_put(stacked.prompt_ids, replicated), jax.device_put(stacked.prompt_mask, replicated),
+                                  rows(stacked.source), jax.tree.map(rows, stacked.rest))
+        self._stacked = (batch, stacked)
+        return stacked
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        """One jitted optimiser step over ``batch``'s micro-batches; see :meth:`BaseLearner.update`."""
+        lr = float(self.schedule(self.step))
+        self.params, self.opt_state, metrics = update(
+            self.policy.graphdef, self.config, self.params, self.opt_state, self.ref_params, self._micro_batches(batch)
+        )
+        self.step += 1
         self._publish()
-        out = {k: float(np.mean([h[k] for h in history])) for k in history[0]}
-        out["stats/tokens"] = float(batch.token_count)
-        out["stats/reward_mean"] = float(np.mean(batch.rewards[: batch.num_sequences]))
-        return out
+        return {k: float(v) for k, v in jax.device_get(metrics).items()} | {"stats/lr": lr}
 
     def _publish(self) -> None:
         """Give the policy (the sampler) the new weights, in its own dtype."""
         dtype = jax.tree.leaves(self.policy.params)[0].dtype
         self.policy.params = jax.tree.map(lambda p: p.astype(dtype), self.params)
 
-    def export(self, out_dir: str | os.PathLike) -> None:
+    # ----- checkpoints (the layout of textgym.algos.grpo.learner) -----
+
+    def export(self, directory: str | os.PathLike) -> None:
         """Write the current weights as a Hugging Face directory (float32) with the source's tokenizer files."""
-        export_params(self.params, self.policy.config, out_dir, source_dir=self.policy.path)
+        export_params(self.params, self.policy.config, directory, source_dir=self.policy.path)
 
-    def save(self, out_dir: str | os.PathLike) -> None:
-        """A resumable checkpoint: the HF directory of :meth:`export`, ``optimizer.npz`` and ``trainer_state.json``."""
-        self.export(out_dir)
-        leaves = jax.tree_util.tree_flatten_with_path(self.opt_state)[0]
-        np.savez(os.path.join(out_dir, "optimizer.npz"), **{jax.tree_util.keystr(p): np.asarray(jax.device_get(x)) for p, x in leaves})
-        with open(os.path.join(out_dir, "trainer_state.json"), "w", encoding="utf-8") as fh:
-            json.dump({"step": self.step, "config": dataclasses.asdict(self.config)}, fh, indent=2)
+    def _export_reference(self, directory: Path) -> None:
+        export_params(self.ref_params, self.policy.config, directory)
 
-    def restore(self, ckpt_dir: str | os.PathLike) -> None:
-        """Load weights, optimiser state and step from :meth:`save`'s directory.
-
-        Raises:
-            ValueError: The optimiser state does not match this learner's (different model or
-                optimiser settings).
-        """
-        params = load_params(ckpt_dir, self.policy.config)
-        with np.load(os.path.join(ckpt_dir, "optimizer.npz")) as saved:
-            paths, treedef = jax.tree_util.tree_flatten_with_path(self.opt_state)
-            keys = [jax.tree_util.keystr(p) for p, _ in paths]
-            if sorted(keys) != sorted(saved.files):
-                raise ValueError(f"optimizer state in {ckpt_dir} does not match this learner's")
-            leaves = []
-            for key, (_, current) in zip(keys, paths):
-                if saved[key].shape != np.shape(current):
-                    raise ValueError(f"optimizer state {key} has shape {saved[key].shape}, expected {np.shape(current)}")
-                leaves.append(jnp.asarray(saved[key], dtype=current.dtype))
-        with open(os.path.join(ckpt_dir, "trainer_state.json"), encoding="utf-8") as fh:
-            self.step = int(json.load(fh)["step"])
+    def _load_weights(self, directory: Path, reference: Path | None) -> None:
+        try:
+            params = load_params(directory, self.policy.config)
+            ref = None if reference is None else load_params(reference, self.policy.config)
+        except ValueError as exc:
+            raise CheckpointMismatch(f"checkpoint {str(directory)!r} does not match the model: {exc}") from exc
         self.params = self._place(jax.tree.map(jnp.asarray, params))
-        self.opt_state = self._place(jax.tree_util.tree_unflatten(treedef, leaves))
+        if ref is not None:
+            self.ref_params = self._place(jax.tree.map(jnp.asarray, ref))
         self._publish()
+
+    def _optimizer_state(self) -> dict[str, np.ndarray]:
+        leaves = jax.tree_util.tree_flatten_with_path(self.opt_state)[0]
+        return {jax.tree_util.keystr(p): np.asarray(jax.device_get(x)) for p, x in leaves}
+
+    def _load_optimizer_state(self, tensors: dict[str, np.ndarray]) -> None:
+        paths, treedef = jax.tree_util.tree_flatten_with_path(self.opt_state)
+        keys = [jax.tree_util.keystr(p) for p, _ in paths]
+        check_state(tensors, {k: np.shape(x) for k, (_, x) in zip(keys, paths)}, "optimizer state")
+        leaves = [jnp.asarray(tensors[k], dtype=x.dtype) for k, (_, x) in zip(keys, paths)]
+        self.opt_state = self._place(jax.tree_util.tree_unflatten(treedef, leaves))

@@ -27,6 +27,7 @@ from flax import nnx
 
 from textgym.algos.grpo import bucket_length, fine_bucket
 from textgym.algos.grpo.batch import distinct_prompts
+from textgym.algos.grpo.learner import stop_sequences
 from textgym.algos.jax.model import empty_cache, positions_from_mask
 
 _NEVER = -3  # a stop-matrix entry no token equals
@@ -39,8 +40,7 @@ def stop_matrix(stop_ids: Sequence[int | Sequence[int]], eos_ids: Sequence[int])
 
     An int in ``stop_ids`` and every EOS id are length-1 stops.
     """
-    stops = [[int(s)] if np.ndim(s) == 0 else list(map(int, s)) for s in stop_ids]
-    stops = [s for s in stops if s] + [[int(e)] for e in eos_ids]
+    stops = stop_sequences(stop_ids) + [[int(e)] for e in eos_ids]
     if not stops:
         return np.full((1, 1), _NEVER, dtype=np.int32)
     width = max(len(s) for s in stops)

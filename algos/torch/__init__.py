@@ -1,6 +1,8 @@
 """The PyTorch GRPO backend: transformers models, a KV-cache sampler and a DDP learner.
 
-Mirrors :mod:`textgym.algos.jax` name for name, so the training loop swaps backends with one word::
+Mirrors :mod:`textgym.algos.jax` name for name (:data:`textgym.algos.lazy.CONTRACT`), so the
+training loop swaps backends with one word; ``generate``, ``load_weights`` and
+``sequence_logprobs`` are its own::
 
     from textgym.algos.torch import Learner, load_policy
 
@@ -9,17 +11,27 @@ Mirrors :mod:`textgym.algos.jax` name for name, so the training loop swaps backe
     learner = Learner(policy, GRPOConfig(lr=1e-5))
     metrics = learner.train_step(pack(rollouts, learner.config, pad_id=policy.pad_id))
 
-Importing this package imports torch and transformers (``pip install 'textgym[torch]'``).
+Importing this package is cheap; torch and transformers load on first use of a name (a missing
+install raises :class:`textgym.error.MissingDependency` naming ``pip install 'textgym[torch]'``).
 """
 
-from textgym.error import require
+from __future__ import annotations
 
-require("torch", "torch")
-require("transformers", "torch")
+from typing import TYPE_CHECKING
 
-from textgym.algos.torch.learner import Learner, load_weights, make_schedule  # noqa: E402
-from textgym.algos.torch.loss import grpo_loss  # noqa: E402
-from textgym.algos.torch.policy import Policy, load_policy, sequence_logprobs  # noqa: E402
-from textgym.algos.torch.sampler import generate  # noqa: E402
+from textgym.algos import lazy
 
-__all__ = ["Learner", "Policy", "generate", "grpo_loss", "load_policy", "load_weights", "make_schedule", "sequence_logprobs"]
+if TYPE_CHECKING:  # pragma: no cover
+    from textgym.algos.torch.learner import Learner, load_weights, make_schedule
+    from textgym.algos.torch.loss import grpo_loss
+    from textgym.algos.torch.policy import Policy, load_policy, sequence_logprobs
+    from textgym.algos.torch.sampler import generate
+
+__all__ = sorted(lazy.CONTRACT)
+__getattr__ = lazy.exports(
+    __name__,
+    {"Learner": "learner", "Policy": "policy", "grpo_loss": "loss", "load_policy": "policy", "make_schedule": "learner",
+     "generate": "sampler", "load_weights": "learner", "sequence_logprobs": "policy"},
+    modules=("torch", "transformers", "safetensors"),
+    extra="torch",
+)

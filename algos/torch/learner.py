@@ -1,6 +1,7 @@
 """The torch GRPO learner: gradient accumulation, AdamW, DDP, checkpoints as HF directories.
 
-One :meth:`Learner.train_step` is one optimiser step over a packed :class:`~textgym.algos.grpo.Batch`.
+:meth:`Learner.train_step` (the shared skeleton of :class:`~textgym.algos.grpo.BaseLearner`) runs
+``config.num_iterations`` optimiser steps over a packed :class:`~textgym.algos.grpo.Batch`.
 The batch's loss weights already carry the global token and sequence counts, so the gradients of
 the micro-batches (and of the DDP ranks) simply *add up* to the gradient of the whole batch:
 accumulation and data parallelism never change the objective. Each micro-batch is cut at its rows'
@@ -18,23 +19,23 @@ from __future__ import annotations
 import copy
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch.nn.parallel import DistributedDataParallel
 
 from textgym.algos.grpo import Batch, GRPOConfig, split_micro_batches
 from textgym.algos.grpo.batch import split_prompts
+from textgym.algos.grpo.learner import BaseLearner, check_state
 from textgym.algos.torch.loss import grpo_loss
 from textgym.algos.torch.policy import Policy, continuation_logprobs
-
-STATE_FILE = "trainer_state.pt"
-REFERENCE_DIR = "reference"  # a subdirectory: HF loaders read every top-level *.safetensors
+from textgym.error import CheckpointMismatch
 
 
 def make_schedule(config: GRPOConfig) -> Callable[[int], float]:
@@ -46,7 +47,7 @@ def make_schedule(config: GRPOConfig) -> Callable[[int], float]:
             return config.lr * step / config.warmup_steps
         if config.lr_schedule == "constant":
             return config.lr
-        progress = min(1.0, (step - config.warmup_steps) / max(1, config.total_steps - config.warmup_steps))
+        progress = min(1.0, (step - config.warmup_steps) / max(1, config.decay_steps - config.warmup_steps))
         if config.lr_schedule == "linear":
             return config.lr * (1.0 - progress)
         return config.lr * 0.5 * (1.0 + math.cos(math.pi * progress))
@@ -54,12 +55,14 @@ def make_schedule(config: GRPOConfig) -> Callable[[int], float]:
     return schedule
 
 
-class Learner:
+class Learner(BaseLearner):
     """GRPO updates of a :class:`~textgym.algos.torch.policy.Policy`'s model, in place.
 
     Args:
         policy: The policy to train; its sampler sees every update immediately.
         config: The GRPO configuration (loss, optimiser, micro-batch size, dtype).
+        mesh: Only None: torch scales over ``torch.distributed`` ranks (``torchrun``) instead of
+            a JAX device mesh.
 
     Attributes:
         step: Optimiser steps taken (restored by :meth:`restore`).
@@ -67,7 +70,9 @@ class Learner:
         world_size: Number of data-parallel ranks.
     """
 
-    def __init__(self, policy: Policy, config: GRPOConfig):
+    def __init__(self, policy: Policy, config: GRPOConfig, *, mesh: Any = None):
+        if mesh is not None:
+            raise ValueError("the torch backend takes no mesh: run data-parallel ranks with torchrun instead")
         self.policy = policy
         self.config = config
         self.model = policy.model
@@ -75,47 +80,31 @@ class Learner:
         distributed = dist.is_available() and dist.is_initialized()
         self.world_size = dist.get_world_size() if distributed else 1
         self.rank = dist.get_rank() if distributed else 0
+        self.is_writer = self.rank == 0
         self.module = DistributedDataParallel(self.model) if self.world_size > 1 else self.model
         # The frozen reference of the k3 KL: the weights training started from.
         self.reference = copy.deepcopy(self.model).eval().requires_grad_(False) if config.kl_beta > 0 else None
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
-            [p for p in self.model.parameters() if p.requires_grad],
-            lr=config.lr,
-            betas=(config.adam_beta1, config.adam_beta2),
-            eps=config.adam_eps,
+            self.params, lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps,
             weight_decay=config.weight_decay,
         )
-        self.schedule = make_schedule(config)
-        # LambdaLR multiplies the optimiser's lr; a zero lr would zero every factor.
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: self.schedule(s) / config.lr if config.lr else 0.0)
+        self.schedule = make_schedule(config)  # a pure function of the step: nothing to checkpoint
         self.step = 0
 
     # ----- training -----
 
-    def train_step(self, batch: Batch) -> dict[str, float]:
-        """``config.num_iterations`` optimiser steps on ``batch``; returns the batch's metrics.
+    @property
+    def row_multiple(self) -> int:
+        return self.config.micro_batch_size * self.world_size
 
-        With ``num_iterations > 1`` and a batch without sampler logprobs, the logprobs before the
-        first update serve as ``old_logprobs`` for all of them (GRPO's mu).
-
-        Returns:
-            Means over the iterations of the loss metrics of
-            :func:`textgym.algos.grpo.grpo_loss` (summed over micro-batches and ranks), plus
-            ``stats/grad_norm`` (before clipping), ``stats/lr`` (the rate used),
-            ``stats/tokens`` (policy tokens in the batch) and ``stats/reward_mean``.
-        """
-        if batch.old_logprobs is None and self.config.num_iterations > 1:
-            batch = batch.replace(old_logprobs=self.policy.logprobs(batch.input_ids, batch.attention_mask, temperature=self.config.temperature))
-        runs = [self._update(batch) for _ in range(self.config.num_iterations)]
-        metrics = {name: float(np.mean([r[name] for r in runs])) for name in runs[0]}
-        rewards = batch.rewards[: batch.num_sequences]
-        return metrics | {"stats/tokens": float(batch.token_count), "stats/reward_mean": float(rewards.mean()) if rewards.size else 0.0}
-
-    def _update(self, batch: Batch) -> dict[str, float]:
+    def update(self, batch: Batch) -> dict[str, float]:
         """One optimiser step: accumulate every micro-batch's gradient, all-reduce, clip, AdamW."""
         config = self.config
-        lr = self.scheduler.get_last_lr()[0]
-        micro_batches = list(self._my_micro_batches(batch))
+        lr = self.schedule(self.step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        micro_batches = self._my_micro_batches(batch)
         device = self.policy.device
         totals: dict[str, torch.Tensor] = {}
         for k, micro in enumerate(micro_batches):
@@ -126,11 +115,9 @@ class Learner:
                 (loss * self.world_size).backward()
             for name, value in metrics.items():
                 totals[name] = totals.get(name, 0.0) + value.detach().float()
-        params = [p for p in self.model.parameters() if p.requires_grad]
         max_norm = config.max_grad_norm if config.max_grad_norm > 0 else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
         self.optimizer.step()
-        self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         names = sorted(totals)
@@ -142,17 +129,13 @@ class Learner:
             out = dict(zip(names, values.tolist()))
         return out | {"stats/grad_norm": float(grad_norm), "stats/lr": float(lr)}
 
-    def _my_micro_batches(self, batch: Batch) -> Iterator[Batch]:
-        """This rank's micro-batches: the batch padded to equal shares, then split by rows."""
-        mb = self.config.micro_batch_size
-        batch = _pad_rows(batch, mb * self.world_size)
+    def _my_micro_batches(self, batch: Batch) -> list[Batch]:
+        """This rank's micro-batches: its contiguous share of the (padded) rows, split by rows."""
         share = batch.shape[0] // self.world_size
-        mine = _rows(batch, slice(self.rank * share, (self.rank + 1) * share))
-        for micro in split_micro_batches(mine, mb):
-            # Padding rows weigh nothing; without DDP their forward pass is pure waste.
-            if self.world_size == 1 and not micro.loss_weights.any():
-                continue
-            yield micro
+        micros = split_micro_batches(_rows(batch, slice(self.rank * share, (self.rank + 1) * share)), self.config.micro_batch_size)
+        if self.world_size == 1:  # padding rows weigh nothing: without DDP their forward pass is pure waste
+            micros = [m for m in micros if m.loss_weights.any()] or micros[:1]  # one at least, for the metrics
+        return micros
 
     def _loss(self, micro: Batch, device: torch.device) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         split = split_prompts(micro, self.policy.pad_id)
@@ -167,7 +150,7 @@ class Learner:
                     ref = continuation_logprobs(self.reference, split, self.config.temperature)
         return grpo_loss(logprobs.float(), split.rest, self.config, ref)
 
-    # ----- checkpoints -----
+    # ----- checkpoints (the layout of textgym.algos.grpo.learner) -----
 
     def export(self, directory: str | os.PathLike) -> Path:
         """Write the current weights and tokenizer as a Hugging Face directory (rank 0 only).
@@ -177,44 +160,36 @@ class Learner:
         directory = Path(directory)
         if self.rank == 0:
             self.policy.export(directory)
-        _barrier(self.world_size)
+        self._barrier()
         return directory
 
-    def save(self, directory: str | os.PathLike) -> Path:
-        """Everything needed to resume: the HF export plus optimiser, schedule and step."""
-        directory = self.export(directory)
-        if self.rank == 0:
-            state = {
-                "step": self.step,
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-            }
-            tmp = directory / (STATE_FILE + ".tmp")
-            torch.save(state, tmp)
-            os.replace(tmp, directory / STATE_FILE)
-            if self.reference is not None:
-                (directory / REFERENCE_DIR).mkdir(exist_ok=True)
-                save_file(_state(self.reference), str(directory / REFERENCE_DIR / "model.safetensors"))
-        _barrier(self.world_size)
-        return directory
+    def _export_reference(self, directory: Path) -> None:
+        self.reference.save_pretrained(str(directory))
 
-    def restore(self, directory: str | os.PathLike) -> None:
-        """Load weights, optimiser state, schedule and step written by :meth:`save`.
-
-        Raises:
-            FileNotFoundError: ``directory`` holds no trainer state.
-            KeyError: The checkpoint's weights do not match the model's parameters exactly.
-        """
-        directory = Path(directory)
-        if not (directory / STATE_FILE).is_file():
-            raise FileNotFoundError(f"no {STATE_FILE} in {str(directory)!r}; was it written by Learner.save?")
+    def _load_weights(self, directory: Path, reference: Path | None) -> None:
         load_weights(self.model, _safetensors(directory))
-        if self.reference is not None:
-            load_weights(self.reference, [directory / REFERENCE_DIR / "model.safetensors"])
-        state = torch.load(directory / STATE_FILE, map_location=self.policy.device, weights_only=True)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.step = int(state["step"])
+        if reference is not None:
+            load_weights(self.reference, _safetensors(reference))
+
+    def _optimizer_state(self) -> dict[str, np.ndarray]:
+        index = {id(p): i for i, p in enumerate(self.params)}
+        return {f"{index[id(p)]}.{name}": value.detach().cpu().numpy() for p, state in self.optimizer.state.items()
+                for name, value in state.items()}
+
+    def _load_optimizer_state(self, tensors: dict[str, np.ndarray]) -> None:
+        # AdamW keeps `step`, `exp_avg` and `exp_avg_sq` per parameter once it has stepped.
+        expected = {}
+        if tensors:
+            expected = {f"{i}.{name}": (() if name == "step" else tuple(p.shape)) for i, p in enumerate(self.params)
+                        for name in ("step", "exp_avg", "exp_avg_sq")}
+        check_state(tensors, expected, "optimizer state")
+        state = self.optimizer.state_dict()
+        state["state"] = {i: {name: torch.as_tensor(tensors[f"{i}.{name}"]) for name in ("step", "exp_avg", "exp_avg_sq")}
+                          for i in range(len(self.params))} if tensors else {}
+        self.optimizer.load_state_dict(state)
+
+    def _barrier(self) -> None:
+        _barrier(self.world_size)
 
 
 def load_weights(model: torch.nn.Module, files: list[Path]) -> None:
@@ -223,7 +198,7 @@ def load_weights(model: torch.nn.Module, files: list[Path]) -> None:
     Tied output embeddings are the only keys a checkpoint may omit (``save_pretrained`` drops them).
 
     Raises:
-        KeyError: Missing, unexpected or mis-shaped keys (never a silent partial load).
+        CheckpointMismatch: Missing, unexpected or mis-shaped keys (never a silent partial load).
     """
     tensors: dict[str, torch.Tensor] = {}
     for f in files:
@@ -234,7 +209,7 @@ def load_weights(model: torch.nn.Module, files: list[Path]) -> None:
     unexpected = sorted(set(tensors) - set(own))
     shapes = sorted(k for k in tensors.keys() & own.keys() if tuple(tensors[k].shape) != tuple(own[k].shape))
     if missing or unexpected or shapes:
-        raise KeyError(f"checkpoint does not match the model: missing={missing}, unexpected={unexpected}, mis-shaped={shapes}")
+        raise CheckpointMismatch(f"checkpoint does not match the model: missing={missing}, unexpected={unexpected}, mis-shaped={shapes}")
     with torch.no_grad():
         for name, value in tensors.items():
             own[name].copy_(value)
@@ -247,30 +222,8 @@ def _safetensors(directory: Path) -> list[Path]:
     return files
 
 
-def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """A state dict safetensors can write: tied tensors stored once, all contiguous."""
-    seen, out = set(), {}
-    for name, value in model.state_dict().items():
-        if value.data_ptr() in seen:
-            continue
-        seen.add(value.data_ptr())
-        out[name] = value.detach().contiguous().cpu()
-    return out
-
-
 def _rows(batch: Batch, rows: slice) -> Batch:
     return batch.replace(**{k: v[rows] for k, v in vars(batch).items() if isinstance(v, np.ndarray)})
-
-
-def _pad_rows(batch: Batch, multiple: int) -> Batch:
-    """Append all-zero rows (no attention, no loss weight) up to a multiple of ``multiple`` rows."""
-    rows = batch.shape[0]
-    extra = -rows % multiple
-    if extra == 0:
-        return batch
-    return batch.replace(
-        **{k: np.concatenate([v, np.zeros((extra, *v.shape[1:]), v.dtype)]) for k, v in vars(batch).items() if isinstance(v, np.ndarray)}
-    )
 
 
 def _barrier(world_size: int) -> None:

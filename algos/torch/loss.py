@@ -18,12 +18,12 @@ def grpo_loss(
     config: GRPOConfig,
     ref_logprobs: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """The clipped-surrogate GRPO loss with a k3 KL for one (micro-)batch.
+    """``config.policy_loss``'s policy term plus a k3 KL for one (micro-)batch.
 
     Args:
         logprobs: ``(B, T)`` current-policy logprobs (with gradient), aligned with ``input_ids``.
         batch: The packed (micro-)batch; its ``loss_weights`` already hold the global counts.
-        config: Supplies the clip range and ``kl_beta``.
+        config: Supplies the policy loss, clip range and ``kl_beta``.
         ref_logprobs: ``(B, T)`` frozen reference logprobs; required when ``kl_beta > 0``.
 
     Returns:
@@ -43,10 +43,19 @@ def grpo_loss(
     on_mask = mask > 0
 
     # Off-mask positions may hold anything (padding): zero the log-ratio there so exp stays finite.
-    ratio = torch.exp(torch.where(on_mask, logprobs - old, torch.zeros_like(logprobs)))
-    clipped = ratio.clamp(1.0 - config.clip_eps_low, 1.0 + config.clip_eps_high)
-    pg = -torch.minimum(ratio * adv, clipped * adv)
-    was_clipped = ((adv > 0) & (ratio > 1.0 + config.clip_eps_high)) | ((adv < 0) & (ratio < 1.0 - config.clip_eps_low))
+    low, high = 1.0 - config.clip_eps_low, 1.0 + config.clip_eps_high
+    log_ratio = torch.where(on_mask, logprobs - old, torch.zeros_like(logprobs))
+    if config.policy_loss == "gspo":  # one length-normalised ratio per sequence
+        log_ratio = ((mask * log_ratio).sum(1, keepdim=True) / mask.sum(1, keepdim=True).clamp(min=1.0)).expand_as(mask)
+    ratio = torch.exp(log_ratio)
+    if config.policy_loss == "cispo":  # REINFORCE weighted by the clipped ratio, a constant
+        pg = -ratio.detach().clamp(low, high) * adv * torch.where(on_mask, logprobs, torch.zeros_like(logprobs))
+        was_clipped = (ratio > high) | (ratio < low)
+    else:
+        pg = -torch.minimum(ratio * adv, ratio.clamp(low, high) * adv)
+        was_clipped = ((adv > 0) & (ratio > high)) | ((adv < 0) & (ratio < low))
+    if batch.is_weights is not None:
+        pg = pg * tensor(batch.is_weights)
 
     if ref_logprobs is None:
         kl = torch.zeros_like(logprobs)

@@ -118,7 +118,7 @@ class Policy:
         seed: int = 0,
         *,
         top_p: float = 1.0,
-        stop_ids: Sequence[Sequence[int]] = (),
+        stop_ids: Sequence[int | Sequence[int]] = (),
         eos_ids: Sequence[int] | None = None,
     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Sample a continuation for each prompt with a KV cache, in one batch.
@@ -133,7 +133,8 @@ class Policy:
             temperature: Sampling temperature; 0 means greedy.
             seed: Seeds this call's ``torch.Generator``; the same seed gives the same samples.
             top_p: Nucleus sampling threshold (1.0 samples from the full distribution).
-            stop_ids: Token sequences that also end a row when the generated ids end with one.
+            stop_ids: Token sequences (or single ids) that also end a row when the generated ids
+                end with one.
             eos_ids: End-of-turn ids; ``None`` means :attr:`eos_ids`.
 
         Returns:

@@ -17,6 +17,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from textgym.algos.grpo.batch import distinct_prompts
+from textgym.algos.grpo.learner import stop_sequences
 
 
 def token_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -82,7 +83,7 @@ def generate(
     seed: int,
     *,
     top_p: float,
-    stop_ids: Sequence[Sequence[int]],
+    stop_ids: Sequence[int | Sequence[int]],
     eos_ids: Sequence[int],
     pad_id: int,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -105,7 +106,7 @@ def generate(
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     generator = torch.Generator(device=device).manual_seed(int(seed))
     eos = torch.as_tensor(list(eos_ids), dtype=torch.long, device=device)
-    stops = [list(map(int, s)) for s in stop_ids if len(s)]
+    stops = stop_sequences(stop_ids)
     cache = DynamicCache(config=model.config)
     cache.layers = [_SlotLayer(width + int(max_new_tokens)) if type(layer) is DynamicLayer else layer for layer in cache.layers]
     # A GRPO group repeats one prompt: run each distinct prompt once, then copy its cache per row.

@@ -299,8 +299,7 @@ def test_jax_loss_equals_the_numpy_reference(mode):
     lp = (b.old_logprobs + rng.normal(0, 0.4, b.shape) * b.loss_mask).astype(np.float32)
     ref = (b.old_logprobs + rng.normal(0, 0.4, b.shape) * b.loss_mask).astype(np.float32)
     loss, metrics = grpo_loss(lp, b, cfg, ref)
-    arrays = {k: jnp.asarray(getattr(b, k)) for k in ("loss_mask", "loss_weights", "advantages", "old_logprobs")}
-    jloss, jmetrics = jax_loss.grpo_loss(jnp.asarray(lp), arrays, cfg, b.token_count, jnp.asarray(ref))
+    jloss, jmetrics = jax_loss.grpo_loss(jnp.asarray(lp), b, cfg, jnp.asarray(ref))
     assert float(jloss) == pytest.approx(loss, abs=1e-6)
     assert metrics["stats/clip_frac"] > 0
     for key, value in metrics.items():

@@ -61,9 +61,7 @@ def test_losses_agree_to_1e_5_and_equal_the_numpy_reference(model_dir):
     ref = t_lp - 0.1 * batch.loss_mask  # some distance to a reference policy, so the KL term counts
     want, _ = reference_loss(t_lp, batch, CONFIG, ref)
     t_loss, _ = torch_backend.grpo_loss(torch.tensor(t_lp), batch, CONFIG, torch.tensor(ref))
-    j_batch = {"loss_mask": batch.loss_mask, "loss_weights": batch.loss_weights, "advantages": batch.advantages,
-               "old_logprobs": batch.old_logprobs}
-    j_loss, _ = jax_backend.grpo_loss(j_lp, j_batch, CONFIG, batch.token_count, ref)
+    j_loss, _ = jax_backend.grpo_loss(j_lp, batch, CONFIG, ref)
     assert float(t_loss) == pytest.approx(want, abs=1e-5)
     assert float(j_loss) == pytest.approx(float(t_loss), abs=1e-5)
     # The learners' own losses (forward, loss and aggregation inside train_step) agree as well.

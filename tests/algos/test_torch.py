@@ -187,7 +187,7 @@ def test_without_sampler_logprobs_the_first_ratio_is_one(model_dir):
     config = GRPOConfig(group_size=4, micro_batch_size=4, lr=1e-3, num_iterations=2, max_length=64)
     batch = pack(random_rollouts(6, with_logprobs=False), config, pad_id=policy.pad_id)
     assert batch.old_logprobs is None
-    first = Learner(policy, config)._update(batch.replace(old_logprobs=policy.logprobs(batch.input_ids, batch.attention_mask)))
+    first = Learner(policy, config).update(batch.replace(old_logprobs=policy.logprobs(batch.input_ids, batch.attention_mask)))
     assert first["stats/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
     metrics = Learner(load_policy(model_dir), config).train_step(batch)
     assert 0.0 < metrics["stats/ratio_mean"] and np.isfinite(metrics["loss/total"])

@@ -56,8 +56,24 @@ class AsciiFirstEnv(TextEnv):
         return "x"
 
 
+class TwoTurnEnv(AsciiFirstEnv):
+    """Two turns: the first reply always gets "again", the second is scored like AsciiFirst's."""
+
+    def __init__(self, **kwargs):
+        super().__init__(max_turns=2, **kwargs)
+
+    def respond(self, turn):
+        if self.turn < 2:
+            return Outcome([M.user("again")], 0.0, False, False, {})
+        return super().respond(turn)
+
+
+TWO_TURN_ID = "textgym-test/TwoTurn-v0"
 if ENV_ID not in gym.registry:
     gym.register(ENV_ID, entry_point=AsciiFirstEnv)
+if TWO_TURN_ID not in gym.registry:
+    gym.register(TWO_TURN_ID, entry_point=TwoTurnEnv)
+BACKENDS = ["torch", "jax"]
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +82,7 @@ def model_dir(tmp_path_factory) -> Path:
 
 
 def config(model_dir: Path, out: Path, **changes) -> TrainConfig:
+    """A few-second run; ``backend`` and anything else may be changed."""
     base = TrainConfig(
         env=ENV_ID, env_kwargs={}, backend="torch", model=str(model_dir), chat_template="compact", output_dir=str(out),
         steps=3, prompts_per_step=2, num_envs=8, eval_episodes=4, eval_every=2, save_every=1, sft_steps=0,
@@ -85,8 +102,9 @@ def comparable(records: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in records]
 
 
-def test_training_changes_every_parameter_and_writes_its_outputs(model_dir, tmp_path):
-    summary = train_module.train(config(model_dir, tmp_path / "run", steps=2, plot=True, log_rollouts_every=1))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_training_changes_every_parameter_and_writes_its_outputs(model_dir, tmp_path, backend):
+    summary = train_module.train(config(model_dir, tmp_path / "run", steps=2, plot=True, log_rollouts_every=1, backend=backend))
     start, final = weights(model_dir), weights(tmp_path / "run" / "final")
     assert set(start) == set(final)
     unchanged = [k for k in start if np.array_equal(start[k], final[k])]
@@ -113,22 +131,28 @@ def test_training_changes_every_parameter_and_writes_its_outputs(model_dir, tmp_
         assert sum(r["advantage"] for r in lines if r["group"] == g) == pytest.approx(0.0, abs=1e-4)
 
 
-def test_stop_and_resume_continue_exactly(model_dir, tmp_path):
-    train_module.train(config(model_dir, tmp_path / "straight"))
-    first = train_module.train(config(model_dir, tmp_path / "split", stop_after=1))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_stop_and_resume_continue_exactly_with_a_kl_term(model_dir, tmp_path, backend):
+    grpo = GRPOConfig(group_size=4, lr=3e-3, kl_beta=0.5, max_new_tokens=3, max_length=64, micro_batch_size=4)
+    train_module.train(config(model_dir, tmp_path / "straight", backend=backend, grpo=grpo))
+    first = train_module.train(config(model_dir, tmp_path / "split", stop_after=1, backend=backend, grpo=grpo))
     assert first["steps"] == 1 and "final" not in first
-    train_module.train(config(model_dir, tmp_path / "split"))
+    train_module.train(config(model_dir, tmp_path / "split", backend=backend, grpo=grpo))
     straight = read_metrics(tmp_path / "straight" / "metrics.jsonl")
     split = read_metrics(tmp_path / "split" / "metrics.jsonl")
+    assert straight[-1]["loss/kl"] > 0  # the KL to the run's start counts, before and after the resume
     assert comparable(split) == comparable(straight)
     a, b = weights(tmp_path / "straight" / "final"), weights(tmp_path / "split" / "final")
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
-@pytest.mark.slow  # four short runs: ~45 s on 2 shared cores
-def test_a_killed_run_loses_nothing(model_dir, tmp_path, monkeypatch):
-    train_module.train(config(model_dir, tmp_path / "straight"))
+@pytest.mark.slow  # four short runs per backend: ~45 s (torch) on 2 shared cores
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_killed_run_loses_nothing(model_dir, tmp_path, monkeypatch, backend):
+    grpo = GRPOConfig(group_size=4, lr=3e-3, kl_beta=0.2, max_new_tokens=3, max_length=64, micro_batch_size=4)
+    run = lambda out, **k: config(model_dir, out, backend=backend, grpo=grpo, **k)  # noqa: E731
+    train_module.train(run(tmp_path / "straight"))
 
     # Ctrl-C during step 3: the checkpoint of step 2 is written on the way out.
     real_step = train_module.grpo_step
@@ -140,15 +164,15 @@ def test_a_killed_run_loses_nothing(model_dir, tmp_path, monkeypatch):
 
     monkeypatch.setattr(train_module, "grpo_step", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        train_module.train(config(model_dir, tmp_path / "killed", save_every=100))
+        train_module.train(run(tmp_path / "killed", save_every=100))
     assert train_module.latest_checkpoint(tmp_path / "killed").name == "step_000002"
     monkeypatch.setattr(train_module, "grpo_step", real_step)
 
     # A hard kill after step 3 but before its checkpoint: the metrics of step 3 are already written.
-    train_module.train(config(model_dir, tmp_path / "killed", save_every=100))
+    train_module.train(run(tmp_path / "killed", save_every=100))
     shutil.rmtree(tmp_path / "killed" / "checkpoints" / "step_000003")
     shutil.rmtree(tmp_path / "killed" / "final")
-    train_module.train(config(model_dir, tmp_path / "killed", save_every=100))
+    train_module.train(run(tmp_path / "killed", save_every=100))
 
     straight = read_metrics(tmp_path / "straight" / "metrics.jsonl")
     killed = read_metrics(tmp_path / "killed" / "metrics.jsonl")
@@ -158,8 +182,9 @@ def test_a_killed_run_loses_nothing(model_dir, tmp_path, monkeypatch):
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
-def test_sft_learns_the_oracle_and_train_starts_from_it(model_dir, tmp_path):
-    cfg = SFTConfig(env=ENV_ID, env_kwargs={}, backend="torch", model=str(model_dir), chat_template="compact",
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sft_learns_the_oracle_and_train_starts_from_it(model_dir, tmp_path, backend):
+    cfg = SFTConfig(env=ENV_ID, env_kwargs={}, backend=backend, model=str(model_dir), chat_template="compact",
                     output_dir=str(tmp_path / "sft"), steps=12, demos=8, batch_size=4, lr=1e-2, progress=False)
     final = sft(cfg)
     records = read_metrics(tmp_path / "sft" / "sft_metrics.jsonl")
@@ -167,10 +192,9 @@ def test_sft_learns_the_oracle_and_train_starts_from_it(model_dir, tmp_path):
     assert nll[-1] < 0.5 * nll[0]
     assert records[0]["sft/demo_success"] == 1.0
     assert sft(cfg) == final  # done once; a resumed run reuses it
-    from textgym.algos.torch import load_policy
-
-    policy = load_policy(final)
     from textgym.algos import runtime
+
+    policy = runtime.load_backend(backend).load_policy(final)
 
     venv = runtime.token_venv(ENV_ID, {}, runtime.load_tokenizer(final), tiny.compact_chat_template(), 4)
     result = runtime.evaluate(policy, venv, range(4), max_new_tokens=3, temperature=0.0, seed=0)
@@ -215,6 +239,70 @@ def test_the_warm_start_can_demonstrate_other_tasks_than_grpo_trains_on():
     assert cfg.sft_config().env_kwargs == {"size": 4, "blanks": 1}
     same = recipes.resolve_train(TrainConfig(env=ENV_ID, model="some/dir", env_kwargs={"size": 6}))
     assert same.sft_config().env_kwargs == {"size": 6}  # default: the env GRPO trains on
+
+
+def test_no_two_sampler_calls_share_a_seed_and_top_p_reaches_the_sampler(model_dir, tmp_path, monkeypatch):
+    from textgym.algos import runtime
+
+    calls = []
+    real = runtime.load_backend
+
+    class Spy:
+        def __init__(self, policy):
+            self.policy = policy
+
+        def __getattr__(self, name):
+            return getattr(self.policy, name)
+
+        def generate(self, prompts, max_new_tokens, temperature=1.0, seed=0, **kwargs):
+            calls.append((seed, kwargs.get("top_p", 1.0), temperature))
+            return self.policy.generate(prompts, max_new_tokens, temperature, seed, **kwargs)
+
+    class Backend:
+        def __init__(self, module):
+            self.module = module
+
+        def __getattr__(self, name):
+            return getattr(self.module, name)
+
+        def load_policy(self, path):
+            return Spy(self.module.load_policy(path))
+
+    monkeypatch.setattr(runtime, "load_backend", lambda name, threads=None: Backend(real(name, threads)))
+    grpo = GRPOConfig(group_size=4, lr=3e-3, max_new_tokens=3, max_length=64, micro_batch_size=4, top_p=0.9)
+    # 3 steps of 2 prompts x 4 on 4 envs: two waves of two turns per step, evaluation sampled too.
+    train_module.train(config(model_dir, tmp_path / "run", env=TWO_TURN_ID, num_envs=4, grpo=grpo, eval_temperature=1.0))
+    seeds = [seed for seed, _, _ in calls]
+    assert len(calls) >= 3 * 2 * 2 + 2 * 2 and len(set(seeds)) == len(seeds)
+    assert all(top_p == 0.9 for _, top_p, _ in calls)
+
+
+def test_the_seed_moves_training_tasks_and_sampling_but_not_held_out_tasks(model_dir, tmp_path, monkeypatch):
+    import textgym.rollout
+
+    seen: dict[int, list] = {}
+    real = textgym.rollout.collect
+
+    def spy(venv, policy, **kwargs):
+        seen.setdefault(run, []).append((tuple(kwargs["seeds"]), policy.call_seed(0)))
+        return real(venv, policy, **kwargs)
+
+    monkeypatch.setattr(textgym.rollout, "collect", spy)
+    for run in (0, 1):
+        train_module.train(config(model_dir, tmp_path / f"seed{run}", seed=run, steps=2, eval_every=2))
+    # Per run: eval (step 0), train step 1, train step 2, eval (step 2).
+    (e0, t1, t2, e2), (f0, u1, u2, f2) = seen[0], seen[1]
+    assert e0[0] == e2[0] == f0[0] == f2[0]  # held-out tasks: fixed across seeds on purpose
+    assert t1[0] != u1[0] and t2[0] != u2[0] and t1[0] != t2[0]
+    assert t1[1] != u1[1] and e0[1] != f0[1]
+
+
+def test_total_steps_is_derived_from_the_run():
+    derived = recipes.resolve_train(TrainConfig(env=ENV_ID, model="some/dir", steps=7, grpo=GRPOConfig(num_iterations=2)))
+    assert derived.grpo.total_steps == 14
+    kept = recipes.resolve_train(TrainConfig(env=ENV_ID, model="some/dir", steps=7, grpo=GRPOConfig(total_steps=50)))
+    assert kept.grpo.total_steps == 50
+    assert recipes.resolve_train(TrainConfig(env=ENV_ID, model="some/dir", seed=3)).grpo.seed == 3
 
 
 def test_importing_the_training_loop_imports_no_framework():

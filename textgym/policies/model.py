@@ -25,8 +25,8 @@ class ModelPolicy:
 
     Token-in/token-out: the prompt is the observation's ``int32`` ids as they are, and the
     action is the sampled ids, kept verbatim so the trajectory holds exactly what was sampled.
-    Each call uses a fresh seed (``seed``, ``seed + 1``, ...) so repeated turns differ while a
-    run stays reproducible.
+    Each call uses a fresh seed (:meth:`call_seed`: ``seed``, ``seed + 1``, ...) so repeated turns
+    differ while a run stays reproducible; a trainer overrides it to draw from its seed tree.
 
     Args:
         model: Any object with ``generate(prompts, max_new_tokens, temperature, seed)`` returning
@@ -34,9 +34,10 @@ class ModelPolicy:
         max_new_tokens: Most tokens sampled per turn.
         temperature: Sampling temperature (0 is greedy where the backend supports it).
         seed: Seed of the first call.
+        top_p: Nucleus sampling threshold, passed to ``generate`` when below 1.
     """
 
-    def __init__(self, model: Generator, max_new_tokens: int = 256, temperature: float = 1.0, seed: int = 0):
+    def __init__(self, model: Generator, max_new_tokens: int = 256, temperature: float = 1.0, seed: int = 0, top_p: float = 1.0):
         if not callable(getattr(model, "generate", None)):
             raise TypeError(f"expected a model with a generate(prompts, ...) method, got {type(model).__name__}")
         if int(max_new_tokens) < 1:
@@ -46,8 +47,15 @@ class ModelPolicy:
         self.model = model
         self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
         self.seed = int(seed)
+        self.top_p = float(top_p)
         self.calls = 0
+
+    def call_seed(self, call: int) -> int:
+        """The sampling seed of the ``call``-th ``act`` (0-based)."""
+        return self.seed + call
 
     def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]] | None = None) -> PolicyOutput:
         prompts = []
@@ -58,8 +66,10 @@ class ModelPolicy:
                     "wrap the env in textgym.wrappers.TokenObservation"
                 )
             prompts.append(obs.astype(np.int32, copy=False))
+        # top_p only when set, so that models whose generate has no top_p keep working.
+        nucleus = {"top_p": self.top_p} if self.top_p < 1 else {}
         ids, logprobs = self.model.generate(
-            prompts, max_new_tokens=self.max_new_tokens, temperature=self.temperature, seed=self.seed + self.calls
+            prompts, max_new_tokens=self.max_new_tokens, temperature=self.temperature, seed=self.call_seed(self.calls), **nucleus
         )
         self.calls += 1
         if len(ids) != len(prompts) or len(logprobs) != len(prompts):
