@@ -5,11 +5,16 @@
 #   bubblewrap  the Code-v0 sandbox's namespaces (textgym/sandbox, docs/sandbox.md); without it
 #               the sandbox refuses to run code unless backend="unsafe" is chosen explicitly.
 #   libc-bin    ldd, used to find the shared libraries the interpreter needs inside the sandbox.
+#   chromium, chromium-driver
+#               the headless browser that tests/view drives with selenium (textgym view's page);
+#               the tests expect /usr/bin/chromium and /usr/bin/chromedriver.
 set -euo pipefail
 
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v ldd >/dev/null 2>&1 || need+=(libc-bin)
+[ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
 
 if [ "${#need[@]}" -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then

@@ -66,3 +66,7 @@ def test_install_imports_mapped_subpackages(tmp_path, editable):
     where = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True, cwd=str(tmp_path)).stdout
     assert where.startswith(str(src / "envs") if editable else site), where
     assert subprocess.run([str(python), "-c", "import envs"], capture_output=True, cwd=str(tmp_path)).returncode != 0
+    # package data travels too: the viewer's page assets and the rollout schema
+    data = "from textgym.view.page import render; from textgym.rollout import rollout_schema; rollout_schema(); print(len(render({})))"
+    size = subprocess.run([str(python), "-c", data], capture_output=True, text=True, check=True, cwd=str(tmp_path)).stdout
+    assert int(size) > 10_000

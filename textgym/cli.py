@@ -1,4 +1,4 @@
-"""The ``textgym`` command line: list, play, eval, train and sft.
+"""The ``textgym`` command line: list, play, eval, train, sft and view.
 
 Each command imports what it needs inside the command, so ``textgym list`` never loads an
 env, and only ``train``/``sft`` load a deep-learning backend. Usage errors and textgym errors
@@ -21,7 +21,13 @@ _DELEGATED = (
     ("train", "textgym.algos.train", "add_train_arguments", "run_train", "GRPO training (jax or torch backend)"),
     ("sft", "textgym.algos.train", "add_sft_arguments", "run_sft", "supervised warm start on oracle demonstrations"),
     ("serve", "textgym.serve", "add_arguments", "run", "serve an env over the OpenEnv protocol (WebSocket)"),
+    ("view", "textgym.view", "add_arguments", "run", "browse rollouts in one self-contained HTML page"),
 )
+# Subcommands of a command whose first argument is positional (``textgym eval <id>``): the pair
+# of words selects them, so ``textgym eval reverify FILE`` never reaches eval's own parser.
+_NESTED = {
+    ("eval", "reverify"): ("textgym.reverify", "add_arguments", "run", "re-score saved rollouts with today's verifiers"),
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,6 +52,8 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     wanted = argv[0] if argv else None
     for name, module, add_args, _, help_text in _DELEGATED:
         cmd = sub.add_parser(name, help=help_text)
+        nested = [f"'textgym {a} {b}' {h}" for (a, b), (*_, h) in _NESTED.items() if a == name]
+        cmd.epilog = "; ".join(nested) or None
         if name == wanted:  # import the command's module only when it is the one being run
             try:
                 getattr(_import(module), add_args)(cmd)
@@ -56,6 +64,9 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    nested = _NESTED.get(tuple(argv[:2]))
+    if nested is not None:
+        return _run_nested(argv[:2], argv[2:], *nested)
     args = build_parser(argv).parse_args(argv)
     try:
         return _run(args)
@@ -64,6 +75,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except (TextGymError, ValueError, FileNotFoundError, ImportError) as exc:
         print(f"textgym {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run_nested(words: list[str], argv: list[str], module: str, add_args: str, run: str, help_text: str) -> int:
+    name = " ".join(words)
+    parser = _Parser(prog=f"textgym {name}", description=help_text)
+    try:
+        mod = _import(module)
+    except ImportError as exc:
+        parser.exit(2, f"textgym {name}: error: {exc}\n")
+    getattr(mod, add_args)(parser)
+    args = parser.parse_args(argv)
+    try:
+        return int(getattr(mod, run)(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (TextGymError, ValueError, FileNotFoundError, ImportError) as exc:
+        print(f"textgym {name}: error: {exc}", file=sys.stderr)
         return 2
 
 

@@ -75,7 +75,11 @@ class Rollout:
     to render the conversation), ``timing`` the episode's totals in seconds and ``turn_timing``
     one ``{"policy_s", "env_s"}`` entry per turn (see :func:`collect`). ``end_reason`` is the
     last step's ``info["end_reason"]`` (one of :data:`textgym.env.END_REASONS`; None in records
-    written before it existed).
+    written before it existed). ``verifications`` holds every ``info["verification"]`` the env
+    reported, in order, as ``{"turn": t, "verification": ...}`` (the last is the verdict; Code-v0
+    reports one per submission): what ``textgym view`` draws the board, diff or tests from.
+    ``env_kwargs`` are the ``gym.make`` keyword arguments the env was made with (those that are
+    JSON values), so that ``textgym eval reverify`` can replay the episode in a fresh env.
     """
 
     env_id: str
@@ -96,6 +100,8 @@ class Rollout:
     timing: dict[str, float] = field(default_factory=dict)
     tools: list[dict[str, Any]] | None = None
     turn_timing: list[dict[str, float]] | None = None
+    verifications: list[dict[str, Any]] | None = None
+    env_kwargs: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self) | {"messages": thaw(self.messages)}
@@ -116,6 +122,13 @@ class Rollout:
         if kwargs.get("turn_spans") is not None:
             kwargs["turn_spans"] = [tuple(s) for s in kwargs["turn_spans"]]
         return cls(**kwargs)
+
+
+def rollout_schema() -> dict[str, Any]:
+    """The JSON Schema of one record (``textgym/rollout.schema.json``; docs/records.md explains it)."""
+    from importlib import resources
+
+    return json.loads(resources.files("textgym").joinpath("rollout.schema.json").read_text(encoding="utf-8"))
 
 
 def write_rollouts(path: str | os.PathLike, rollouts: Iterable[Rollout], append: bool = False) -> None:
@@ -161,6 +174,8 @@ def _features(rollouts: Sequence[Rollout]) -> Any:
             # Arrow has no empty structs: records without timings keep theirs as (empty) JSON.
             "timing": {k: Value("float64") for k in timing_keys} if timing_keys else Json(),
             "turn_timing": List({k: Value("float64") for k in turn_keys} if turn_keys else Json()),
+            "verifications": List(Json()),
+            "env_kwargs": Json(),
         }
     )
 
@@ -213,6 +228,7 @@ class _Episode:
     started: float
     reward: float = 0.0
     turn_timing: list[dict[str, float]] = field(default_factory=list)
+    verifications: list[dict[str, Any]] = field(default_factory=list)
 
 
 def collect(
@@ -285,6 +301,7 @@ def collect(
         raise ValueError(f"episodes must be in [1, {len(seeds)} seeds x group_size={group_size}], got {episodes}")
     mode = AutoresetMode(venv.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
     env_id = env_id or getattr(getattr(venv, "spec", None), "id", None) or "unknown"
+    env_kwargs = _env_kwargs(venv)
     n = venv.num_envs
 
     results: list[Rollout | None] = [None] * episodes
@@ -327,9 +344,12 @@ def collect(
                     final_obs, final_info = infos["final_obs"][i], _slot_info(infos["final_info"], i)
                 else:
                     final_obs, final_info = observations[i], infos_by_slot[i]
+                _note_verification(episode, final_info)
                 done = bool(terminated[i]), bool(truncated[i])
-                results[episode.index] = _record(episode, env_id, final_obs, final_info, *done, group_size)
+                results[episode.index] = _record(episode, env_id, final_obs, final_info, *done, group_size, env_kwargs)
                 slots[i] = None
+            else:
+                _note_verification(episode, infos_by_slot[i])
         ended = np.asarray(terminated) | np.asarray(truncated)
         if all(s is None for s in slots):
             if queue:
@@ -337,6 +357,11 @@ def collect(
         elif mode == AutoresetMode.DISABLED and ended.any():
             observations = refill(ended)  # sub-envs that ended cannot step again before a reset
     return results  # type: ignore[return-value]
+
+
+def _note_verification(episode: _Episode, info: Mapping[str, Any]) -> None:
+    if info.get("verification") is not None:
+        episode.verifications.append({"turn": len(episode.turn_timing), "verification": thaw(info["verification"])})
 
 
 def _env_actions(observations: Sequence[Any], output: Any) -> list[Any]:
@@ -352,7 +377,14 @@ def _env_actions(observations: Sequence[Any], output: Any) -> list[Any]:
 
 
 def _record(
-    episode: _Episode, env_id: str, final_obs: Any, info: Mapping[str, Any], terminated: bool, truncated: bool, group_size: int
+    episode: _Episode,
+    env_id: str,
+    final_obs: Any,
+    info: Mapping[str, Any],
+    terminated: bool,
+    truncated: bool,
+    group_size: int,
+    env_kwargs: dict[str, Any] | None,
 ) -> Rollout:
     trajectory = info.get("trajectory")
     messages = trajectory.messages if trajectory is not None else final_obs
@@ -382,7 +414,29 @@ def _record(
         timing=timing,
         tools=thaw(list(tools)) if tools else None,
         turn_timing=turn_timing,
+        verifications=episode.verifications or None,
+        env_kwargs=env_kwargs,
     )
+
+
+_VECTOR_KWARGS = frozenset({"num_envs", "vectorization_mode", "vector_kwargs", "wrappers"})
+
+
+def _env_kwargs(venv: Any) -> dict[str, Any] | None:
+    """The sub-envs' ``gym.make`` keyword arguments, from the vector env's spec (JSON values only)."""
+    spec = getattr(venv, "spec", None)
+    if spec is None or spec.kwargs is None:
+        return None
+    out = {}
+    for key, value in spec.kwargs.items():
+        if key in _VECTOR_KWARGS:
+            continue
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            continue  # a sandbox object, a callable: not a record's business
+        out[key] = value
+    return out
 
 
 def _slot_info(infos: Mapping[str, Any], i: int) -> dict[str, Any]:

@@ -78,7 +78,8 @@ class SudokuEnv(TextEnv):
     ## Episode end
     Terminated when the board is full (every placement is conflict-free, so full means solved)
     or an answer grid is given; ``info["success"]`` and ``info["verification"]`` (a dict with
-    ``by``, ``reason``, ``correct``, ``blanks``) come with the last step. Truncated after
+    ``by``, ``reason``, ``correct``, ``blanks`` and the ``puzzle``, final ``board`` and
+    ``solution`` grids as ``N*N`` characters) come with the last step. Truncated after
     ``max_turns`` turns.
 
     ## Arguments
@@ -251,7 +252,7 @@ class SudokuEnv(TextEnv):
                 ok, reason = grid.judge_answer(rows, self.puzzle, self._n)
                 if not ok:
                     self._correct = grid.correct_blanks(rows, self.puzzle, self.solution)
-                return self._end(messages, ok, "answer", reason, before, errors)
+                return self._end(messages, ok, "answer", reason, before, errors, board="".join(rows))
             errors.append(f"<answer> is not a {self._n}x{self._n} grid: {reason}")
         if self._empty == 0:
             reason = "every cell is filled and no row, column or box repeats a digit"
@@ -345,10 +346,22 @@ class SudokuEnv(TextEnv):
     def _shaped(self, before: float) -> float:
         return self._potential() - before if self.reward_mode == "dense" else 0.0
 
-    def _verification(self, by: str, reason: str) -> dict[str, Any]:
-        return {"by": by, "reason": reason, "correct": self._correct, "blanks": self._blank_count}
+    def _verification(self, by: str, reason: str, board: str | None = None) -> dict[str, Any]:
+        """The verdict, with the grids (``N*N`` characters, ``.`` blank) it was reached on: the
+        ``puzzle``, the final ``board`` (an answered grid as written) and the ``solution``."""
+        return {
+            "by": by,
+            "reason": reason,
+            "correct": self._correct,
+            "blanks": self._blank_count,
+            "puzzle": grid.to_string(self.puzzle),
+            "board": board if board is not None else "".join(self._chars),
+            "solution": grid.to_string(self.solution),
+        }
 
-    def _end(self, messages: list, ok: bool, by: str, reason: str, before: float, errors: list[str]) -> Outcome:
+    def _end(
+        self, messages: list, ok: bool, by: str, reason: str, before: float, errors: list[str], board: str | None = None
+    ) -> Outcome:
         """Finish the episode: the verdict message, the terminal reward and the verification."""
         if ok:  # an accepted <answer> grid becomes the board, so the last message shows the solution
             self._correct = self._blank_count
@@ -364,7 +377,7 @@ class SudokuEnv(TextEnv):
             reward=reward,
             terminated=True,
             success=ok,
-            verification=self._verification(by, reason),
+            verification=self._verification(by, reason, None if ok else board),
             error="; ".join(errors) or None,
         )
 

@@ -8,7 +8,9 @@ column, after normalising free text (case, runs of whitespace), addresses (case)
 matter, while any unintended change (a duplicate send, an extra delete, a wrong field) does.
 
 The verdict carries the row-level diff per table (``missing``: expected rows that are absent,
-``unexpected``: rows that should not be there) and two flags: ``side_effect`` (the agent touched a
+``unexpected``: rows that should not be there), what each side did per table (``changes``: the
+agent's and the ground truth's rows ``added``, ``changed`` and ``deleted``, and the ids of the
+agent's ``side_effects``) and two flags: ``side_effect`` (the agent touched a
 row the ground truth leaves alone, or created more rows than it) and ``noop`` (the task needs no
 change at all). Only the rows that the agent or the ground truth touched are read (the tools
 record them): every other row is the template's on both sides, so verification costs in
@@ -83,6 +85,21 @@ def _changes(table: S.Table, before: dict, after: dict) -> tuple[set, int, Count
     return touched, created, Counter(), Counter()
 
 
+def _edits(table: S.Table, before: dict, after: dict) -> dict[str, list]:
+    """What changed from ``before`` to ``after``: rows ``added``, ``changed`` (``id``, ``before``,
+    ``after``) and ``deleted``, as column dicts (at most ``MAX_DIFF_ROWS`` of each)."""
+    names = table.compared
+    row = lambda values: dict(zip(names, values))  # noqa: E731
+    if table.id_column is None:
+        b, a = Counter(before.values()), Counter(after.values())
+        added, deleted = list((a - b).elements()), list((b - a).elements())
+        return {"added": [row(r) for r in added[:MAX_DIFF_ROWS]], "changed": [], "deleted": [row(r) for r in deleted[:MAX_DIFF_ROWS]]}
+    added = [{"id": k, **row(v)} for k, v in sorted(after.items()) if k not in before]
+    deleted = [{"id": k, **row(v)} for k, v in sorted(before.items()) if k not in after]
+    changed = [{"id": k, "before": row(v), "after": row(after[k])} for k, v in sorted(before.items()) if k in after and after[k] != v]
+    return {"added": added[:MAX_DIFF_ROWS], "changed": changed[:MAX_DIFF_ROWS], "deleted": deleted[:MAX_DIFF_ROWS]}
+
+
 def _diff(table: S.Table, final: dict, expected: dict) -> tuple[list, list]:
     raw_f, raw_e = Counter(final.values()), Counter(expected.values())
     common = raw_f & raw_e
@@ -114,6 +131,7 @@ def compare(
         ``(success, verification)``; ``verification`` is JSON-ready.
     """
     diff: dict[str, dict[str, list]] = {}
+    changes: dict[str, dict[str, Any]] = {}
     side_effect, noop = False, True
     for table in S.TABLES:
         if table.name not in final_touched and table.name not in expected_touched:
@@ -131,6 +149,11 @@ def compare(
         missing, unexpected = _diff(table, got, want)
         if missing or unexpected:
             diff[table.name] = {"missing": missing, "unexpected": unexpected}
+        agent, expected_edits = _edits(table, before, got), _edits(table, before, want)
+        if any(agent.values()) or any(expected_edits.values()):
+            # Rows the agent wrote that the ground truth leaves alone (by id; tables without ids: none).
+            stray = sorted(a_touched - g_touched)[:MAX_DIFF_ROWS]
+            changes[table.name] = {"agent": agent, "expected": expected_edits, "side_effects": stray}
     success = not diff
     if success:
         reason = "the final state matches the expected state"
@@ -138,7 +161,7 @@ def compare(
         reason = "the final state differs from the expected state in " + ", ".join(diff)
         if side_effect:
             reason += " (unintended changes)"
-    verification = {"success": success, "reason": reason, "side_effect": side_effect, "noop": noop, "diff": diff}
+    verification = {"success": success, "reason": reason, "side_effect": side_effect, "noop": noop, "diff": diff, "changes": changes}
     if ground_truth_errors:
         verification["ground_truth_errors"] = list(ground_truth_errors)
     return success, verification

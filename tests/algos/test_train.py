@@ -19,6 +19,7 @@ from textgym.algos.config import SFTConfig, TrainConfig
 from textgym.algos.grpo import GRPOConfig
 from textgym.algos.metrics import read_metrics
 from textgym.env import Outcome, TextEnv
+from textgym.rollout import rollout_schema
 from textgym.tasks import Task
 
 pytest.importorskip("torch")
@@ -127,6 +128,8 @@ def test_training_changes_every_parameter_and_writes_its_outputs(model_dir, tmp_
     assert logged == ["step_000001.jsonl", "step_000002.jsonl"]  # log_rollouts_every=1
     lines = [json.loads(line) for line in (tmp_path / "run" / "rollouts" / "step_000002.jsonl").open()]
     assert len(lines) == 8 and {r["step"] for r in lines} == {2} and all("advantage" in r and r["end_reason"] for r in lines)
+    schema = pytest.importorskip("jsonschema").Draft202012Validator(rollout_schema())
+    assert not [e.message for r in lines for e in schema.iter_errors(r)]  # train's records match the schema
     for g in {r["group"] for r in lines}:  # group-relative: each group's advantages sum to zero
         assert sum(r["advantage"] for r in lines if r["group"] == g) == pytest.approx(0.0, abs=1e-4)
 

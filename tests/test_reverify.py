@@ -1,0 +1,94 @@
+"""``textgym eval reverify``: saved episodes re-scored in fresh envs; changed rewards fail, unreplayable ones are named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from textgym.cli import main
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """Yesterday's rollouts: oracle and random on Sudoku (4x4) and Code, as ``eval --out`` writes them."""
+    root = tmp_path_factory.mktemp("reverify")
+    files = []
+    for env_id, extra in (("textgym/Sudoku-v0", ["--env-kwargs", '{"size": 4}']), ("textgym/Code-v0", [])):
+        out = root / f"{env_id.split('/')[1]}.jsonl"
+        argv = ["eval", env_id, "--policy", "oracle", "--policy", "random", "--episodes", "3", "--num-envs", "3", "--out", str(out)]
+        assert main(argv + extra) == 0
+        files.append(out)
+    return files
+
+
+def reverify(capsys, *argv):
+    code = main(["eval", "reverify", *map(str, argv)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def write(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_unchanged_verifiers_reproduce_every_reward(saved, capsys, tmp_path):
+    code, out, _ = reverify(capsys, *saved, "--out", tmp_path / "report.json")
+    assert code == 0 and "changed:" not in out and "unreplayable:" not in out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["summary"] == {
+        "textgym/Sudoku-v0": {"unchanged": 6, "changed": 0, "unreplayable": 0},
+        "textgym/Code-v0": {"unchanged": 6, "changed": 0, "unreplayable": 0},
+    }
+    assert {r["status"] for r in report["records"]} == {"unchanged"}
+
+
+def test_a_verifier_change_is_reported_per_env_and_fails(saved, capsys, monkeypatch, tmp_path):
+    from textgym.envs.sudoku import grid
+
+    # Today's Sudoku verifier refuses every answer grid: the oracle's solved episodes change.
+    monkeypatch.setattr(grid, "judge_answer", lambda rows, puzzle, size: (False, "a stricter verifier"))
+    code, out, _ = reverify(capsys, *saved, "--out", tmp_path / "report.json")
+    assert code == 1
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["summary"]["textgym/Sudoku-v0"] == {"unchanged": 3, "changed": 3, "unreplayable": 0}
+    assert report["summary"]["textgym/Code-v0"]["changed"] == 0
+    changed = [r for r in report["records"] if r["status"] == "changed"]
+    oracle_tasks = {r["task_id"] for r in lines(saved[0]) if r["policy"] == "oracle"}
+    assert {r["task_id"] for r in changed} == oracle_tasks and all(r["recorded"] == 1.0 and r["replayed"] == 0.0 for r in changed)
+    assert out.count("changed: ") == 3 and "reward 1 -> 0" in out
+
+
+def test_records_that_cannot_be_replayed_are_named_not_counted_as_changes(saved, capsys, tmp_path):
+    records = lines(saved[0])
+    other_size = dict(records[0], env_kwargs={"size": 9})  # the seed now draws a 9x9 puzzle
+    gone = dict(records[1], env_id="textgym/Gone-v0")
+    no_seed = dict(records[2], seed=None)
+    path = write(tmp_path / "odd.jsonl", [other_size, gone, no_seed, records[3]])
+    code, out, _ = reverify(capsys, path)
+    assert code == 0
+    assert "now draws task" in out and "not a registered env" in out and "no seed" in out
+    assert out.count("unreplayable: ") == 3 and "changed: " not in out
+
+
+def test_a_record_from_before_env_kwargs_replays_with_the_defaults(capsys, tmp_path):
+    assert main(["eval", "textgym/Sudoku-v0", "--policy", "oracle", "--episodes", "1", "--out", str(tmp_path / "a.jsonl")]) == 0
+    old = {k: v for k, v in lines(tmp_path / "a.jsonl")[0].items() if k not in ("env_kwargs", "end_reason", "verifications")}
+    code, out, _ = reverify(capsys, write(tmp_path / "old.jsonl", [old]))
+    assert code == 0 and "│ textgym/Sudoku-v0 │       1 │         1 │" in out
+
+
+def test_bad_input_is_one_line_and_status_2(capsys, tmp_path):
+    code, _, err = reverify(capsys, tmp_path / "missing.jsonl")
+    assert code == 2 and err.startswith("textgym eval reverify: error: no such file") and err.count("\n") == 1
+    (tmp_path / "junk.jsonl").write_text("not json\n")
+    code, _, err = reverify(capsys, tmp_path / "junk.jsonl")
+    assert code == 2 and "junk.jsonl:1 is not JSON" in err
+    with pytest.raises(SystemExit) as exc:
+        main(["eval", "reverify"])
+    assert exc.value.code == 2 and "required" in capsys.readouterr().err

@@ -1,0 +1,168 @@
+"""``textgym eval reverify``: re-score saved episodes with today's verifiers.
+
+Each record is replayed in a fresh env made with its ``env_id`` and ``env_kwargs``: reset with its
+seed (or its pinned task), then stepped with its assistant messages in order. The replayed reward
+is compared with the recorded one, so a verifier change can be checked against yesterday's
+rollouts in CI: the command exits with status 1 when any reward changed. A record that cannot be
+replayed (its env is not registered, the seed now draws another task, no seed was recorded) is
+reported as *unreplayable*, never as a changed reward.
+
+Example::
+
+    textgym eval textgym/Code-v0 --policy oracle --episodes 50 --out yesterday.jsonl
+    textgym eval reverify yesterday.jsonl --out reverify.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from textgym.error import TextGymError
+
+Status = Literal["unchanged", "changed", "unreplayable"]
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What re-scoring one record found."""
+
+    source: str
+    env_id: str
+    task_id: str | None
+    status: Status
+    recorded: float | None
+    replayed: float | None = None
+    reason: str | None = None
+
+
+class Unreplayable(Exception):
+    """This record cannot be replayed; the message says why."""
+
+
+def reverify(records: Iterable[Mapping[str, Any]]) -> list[Replay]:
+    """Replay every record in a fresh env (one env per env id and kwargs, reset per record)."""
+    import gymnasium as gym
+
+    import textgym  # noqa: F401 - registers the ids
+
+    envs: dict[str, Any] = {}
+    results = []
+    try:
+        for r in records:
+            source, env_id = r.get("_source", "?"), str(r.get("env_id"))
+            try:
+                key = json.dumps([env_id, r.get("env_kwargs") or {}], sort_keys=True)
+                if key not in envs:
+                    envs[key] = _make(gym, env_id, r)
+                reward, reason = _replay(envs[key], r)
+            except Unreplayable as exc:
+                results.append(Replay(source, env_id, r.get("task_id"), "unreplayable", r.get("reward"), reason=str(exc)))
+                continue
+            recorded = float(r["reward"])
+            same = math.isclose(reward, recorded, rel_tol=1e-9, abs_tol=1e-9) and reason is None
+            status: Status = "unchanged" if same else "changed"
+            results.append(Replay(source, env_id, r.get("task_id"), status, recorded, reward, reason))
+    finally:
+        for env in envs.values():
+            if env is not None:
+                env.close()
+    return results
+
+
+def _make(gym: Any, env_id: str, r: Mapping[str, Any]) -> Any:
+    if env_id not in gym.registry:
+        raise Unreplayable(f"{env_id} is not a registered env (another textgym version?)")
+    try:  # a record from before env_kwargs were kept: the defaults (the task id check tells)
+        return gym.make(env_id, **(r.get("env_kwargs") or {})).unwrapped
+    except Exception as exc:  # a kwarg that this version no longer takes, a tasks file that is gone
+        raise Unreplayable(f"gym.make({env_id!r}, **env_kwargs) failed: {type(exc).__name__}: {exc}") from None
+
+
+def _replay(env: Any, r: Mapping[str, Any]) -> tuple[float, str | None]:
+    """The replayed episode's reward, and why it is not comparable (else None)."""
+    if r.get("seed") is None:
+        raise Unreplayable("the record has no seed")
+    try:
+        env.reset(seed=int(r["seed"]))
+    except Exception as exc:
+        raise Unreplayable(f"reset failed: {type(exc).__name__}: {exc}") from None
+    if getattr(env, "task", None) is not None and r.get("task_id") and env.task.id != r["task_id"]:
+        raise Unreplayable(f"seed {r['seed']} now draws task {env.task.id}, not {r['task_id']} (a different env version or kwargs)")
+    actions = [_action(m) for m in r.get("messages") or () if m.get("role") == "assistant"]
+    if not actions:
+        raise Unreplayable("the record has no assistant turns to replay")
+    total, ended = 0.0, False
+    for k, action in enumerate(actions, 1):
+        try:
+            _, reward, terminated, truncated, _ = env.step(action)
+        except Exception as exc:
+            raise Unreplayable(f"turn {k} raised {type(exc).__name__}: {exc}") from None
+        total += float(reward)
+        if terminated or truncated:
+            ended = True
+            break
+    if not ended:
+        return total, f"the episode did not end after the {len(actions)} recorded turns"
+    if k < len(actions):
+        return total, f"the episode ended at turn {k} of {len(actions)}"
+    return total, None
+
+
+def _action(message: Mapping[str, Any]) -> Any:
+    """The action that made this assistant message: its text, or the message when it has tool calls."""
+    if message.get("tool_calls"):
+        return {"role": "assistant", "content": message.get("content") or "", "tool_calls": list(message["tool_calls"])}
+    return message.get("content") or ""
+
+
+def summary(results: Iterable[Replay]) -> dict[str, dict[str, int]]:
+    """Per env: how many records were unchanged, changed and unreplayable."""
+    counts: dict[str, Counter] = {}
+    for x in results:
+        counts.setdefault(x.env_id, Counter())[x.status] += 1
+    return {env: {s: c.get(s, 0) for s in ("unchanged", "changed", "unreplayable")} for env, c in counts.items()}
+
+
+# ----- command line -----
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``textgym eval reverify``."""
+    parser.add_argument("rollouts", nargs="+", metavar="ROLLOUTS", help="rollouts .jsonl files or textgym train run directories")
+    parser.add_argument("--out", default=None, metavar="JSON", help="write the report (summary and every record's result)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Re-score, print a table per env and the changed and unreplayable records; 1 if any reward changed."""
+    from textgym.tables import console as make_console
+    from textgym.tables import print_table
+    from textgym.view.records import read, sources
+
+    if args.out and not Path(args.out).resolve().parent.is_dir():
+        raise TextGymError(f"--out: the folder of {args.out!r} does not exist")
+    records = [r for s in sources(args.rollouts) for r in read(s)]
+    results = reverify(records)
+    counts = summary(results)
+    out = make_console()
+    rows = [(env, [str(len([x for x in results if x.env_id == env])), *(str(c[s]) for s in ("unchanged", "changed", "unreplayable"))])
+            for env, c in counts.items()]
+    print_table(out, f"re-verified {len(results)} records", "env", ["records", "unchanged", "changed", "unreplayable"], rows)
+    for x in results:
+        if x.status == "changed":
+            note = f" ({x.reason})" if x.reason else ""
+            out.print(f"changed: {x.source} {x.env_id} {x.task_id}: reward {x.recorded:g} -> {x.replayed:g}{note}", markup=False, soft_wrap=True)
+        elif x.status == "unreplayable":
+            out.print(f"unreplayable: {x.source} {x.env_id} {x.task_id}: {x.reason}", markup=False, soft_wrap=True)
+    if args.out:
+        report = {"summary": counts, "records": [asdict(x) for x in results]}
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        out.print(f"report written to {os.fspath(args.out)}", markup=False)
+    return 1 if any(x.status == "changed" for x in results) else 0

@@ -1,0 +1,113 @@
+"""Turning rollout records into the one self-contained HTML page of ``textgym view``.
+
+The page is ``page.html`` with ``view.css`` and ``view.js`` inlined and the episodes embedded as
+one JSON document, so it opens from disk and fetches nothing. The JSON is kept compact, since a
+training run logs thousands of episodes: message texts that repeat (system prompts, tool lists)
+are stored once in ``strings``, token texts once per distinct id in ``vocab``, logprobs only on
+policy tokens and rounded to 3 decimals.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from importlib import resources
+from typing import Any
+
+_ASSETS = "textgym.view"
+_LOGPROB_DECIMALS = 3
+
+
+class _Strings:
+    """A table of distinct strings; each text is written once and referred to by index."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+
+    def ref(self, text: Any) -> int:
+        text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+        return self.index.setdefault(text, len(self.index))
+
+    def table(self) -> list[str]:
+        return list(self.index)
+
+
+def page_data(records: Iterable[Mapping[str, Any]], vocab: Mapping[int, str] | None, title: str) -> dict[str, Any]:
+    """The JSON document the page renders: ``{"title", "strings", "vocab", "episodes"}``."""
+    strings = _Strings()
+    episodes = [_episode(i, r, strings) for i, r in enumerate(records)]
+    return {"title": title, "strings": strings.table(), "vocab": dict(vocab) if vocab else None, "episodes": episodes}
+
+
+def _episode(index: int, r: Mapping[str, Any], strings: _Strings) -> dict[str, Any]:
+    return {
+        "i": index,
+        "env": r.get("env_id"),
+        "policy": r.get("policy"),
+        "step": r.get("step"),
+        "task": r.get("task_id"),
+        "seed": r.get("seed"),
+        "group": r.get("group"),
+        "reward": r.get("reward"),
+        "success": r.get("success"),
+        "end": r.get("end_reason"),
+        "turns": r.get("turns"),
+        "truncated": r.get("truncated"),
+        "advantage": r.get("advantage"),
+        "source": r.get("_source"),
+        "messages": [_message(m, strings) for m in r.get("messages") or ()],
+        "verifications": r.get("verifications"),
+        "tokens": _tokens(r),
+    }
+
+
+def _message(m: Mapping[str, Any], strings: _Strings) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": m.get("role"), "c": strings.ref(m.get("content", ""))}
+    for key in ("tool_calls", "tool_call_id", "name"):
+        if m.get(key):
+            out[key] = m[key]
+    return out
+
+
+def _tokens(r: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Ids, the policy spans (the loss mask as ``[start, end)`` runs) and their logprobs."""
+    ids, mask = r.get("token_ids"), r.get("loss_mask")
+    if not ids or mask is None:
+        return None
+    spans, start = [], None
+    for t, m in enumerate([*mask, 0]):
+        if m and start is None:
+            start = t
+        elif not m and start is not None:
+            spans.append([start, t])
+            start = None
+    logprobs = r.get("logprobs")
+    policy_lps = None
+    if logprobs:
+        policy_lps = [round(float(logprobs[t]), _LOGPROB_DECIMALS) for a, b in spans for t in range(a, b)]
+    return {"ids": list(ids), "spans": spans, "logprobs": policy_lps}
+
+
+def decode_vocab(tokenizer: Any, records: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+    """Each distinct token id of ``records`` decoded on its own (what the token view shows)."""
+    ids = sorted({int(t) for r in records for t in r.get("token_ids") or ()})
+    return {i: tokenizer.decode([i], skip_special_tokens=False, clean_up_tokenization_spaces=False) for i in ids}
+
+
+def render(data: Mapping[str, Any]) -> str:
+    """The HTML page for ``data`` (see :func:`page_data`), with every asset inlined."""
+    files = resources.files(_ASSETS)
+    page = (files / "page.html").read_text(encoding="utf-8")
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    # No record text may close the <script> element: "<" only occurs inside JSON strings.
+    payload = payload.replace("<", "\\u003c")
+    return (
+        page.replace("/*VIEW_CSS*/", (files / "view.css").read_text(encoding="utf-8"))
+        .replace("/*VIEW_JS*/", (files / "view.js").read_text(encoding="utf-8"))
+        .replace("__VIEW_TITLE__", _escape(str(data.get("title", "textgym view"))))
+        .replace("/*VIEW_DATA*/", payload)
+    )
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
