@@ -1,4 +1,4 @@
-"""The ``textgym`` command line: list, play, eval, train, sft and view.
+"""The ``textgym`` command line: list, play, eval (and eval reverify), train, sft, serve and view.
 
 Each command imports what it needs inside the command, so ``textgym list`` never loads an
 env, and only ``train``/``sft`` load a deep-learning backend. Usage errors and textgym errors
