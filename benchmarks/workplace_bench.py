@@ -11,6 +11,11 @@ Cases (all on the default synthetic world: 320 emails, 240 events, 442 visits, 1
 * tool call only: ``Toolset.call`` for the get-by-id call, without the turn machinery.
 * verify: ``env.verify()`` after the oracle's calls (replay ground truth on a fresh copy and
   compare the written tables).
+* every tool (``--tools``): each of the 27 tools' ``Toolset.call`` on a warm session (its SQL
+  statements prepared, as from an episode's second call on), median over a few argument sets
+  per tool (the searches with and without words, dates and pages); writes on fresh ids. With
+  ``--peer-python`` (another checkout's interpreter) the same calls run there too, in alternated
+  worker processes, for a before/after ratio from one run.
 * memory: RSS growth per live session when ``--sessions`` envs are made and reset in one process
   (each holds its own SQLite database and toolset).
 * pandas baseline: the storage approach of WorkBench and NeMo Gym's workplace_assistant (pandas
@@ -20,6 +25,7 @@ Cases (all on the default synthetic world: 320 emails, 240 events, 442 visits, 1
 Run (about a minute on 2 cores)::
 
     PYTHONPATH=. /work/venv/bin/python benchmarks/workplace_bench.py --sessions 1000
+    python benchmarks/workplace_bench.py --tools --rounds 3 --peer-python OLD_CHECKOUT_VENV/bin/python
 
 It prints a Markdown table of medians and p99s in microseconds of CPU time of the calling thread
 (``time.thread_time_ns``: on a shared machine, wall-clock p99s measure the neighbours'
@@ -97,6 +103,114 @@ def bench_latency(n: int) -> dict[str, np.ndarray]:
     return results
 
 
+ME = "raj.schmidt@atlas.com"
+# Argument sets per tool; ``{i}`` is the repetition, so that writes touch a fresh row each time.
+TOOL_CALLS: dict[str, list[dict]] = {
+    "company_directory_find_email_address": [{"name": "Raj"}, {"name": "sofia novak"}, {}],
+    "email_get_email_information_by_id": [{"email_id": "{i}"}, {"email_id": "{i}", "field": "subject"}],
+    "email_search_emails": [
+        {"query": "report", "page_size": 10},
+        {"query": "meeting tomorrow"},
+        {"query": "raj", "date_min": "2023-11-01"},
+        {},
+        {"page": 3, "page_size": 20},
+        {"date_min": "2023-11-20", "date_max": "2023-11-30"},
+    ],
+    "email_send_email": [{"recipient": ME, "subject": "Hi", "body": "See you soon."}],
+    "email_delete_email": [{"email_id": "{i}"}],
+    "email_forward_email": [{"email_id": "{i}", "recipient": ME}],
+    "email_reply_email": [{"email_id": "{i}", "body": "Thanks!"}],
+    "calendar_get_event_information_by_id": [{"event_id": "{i}"}, {"event_id": "{i}", "field": "event_start"}],
+    "calendar_search_events": [
+        {"query": "workshop"},
+        {"query": "raj", "time_min": "2023-11-01 00:00:00"},
+        {"time_min": "2023-12-01 00:00:00", "time_max": "2023-12-02 00:00:00"},
+        {},
+    ],
+    "calendar_create_event": [
+        {"event_name": "Sync", "participant_email": ME, "event_start": "2023-12-05 10:00:00", "duration": 30}
+    ],
+    "calendar_delete_event": [{"event_id": "{i}"}],
+    "calendar_update_event": [{"event_id": "{i}", "field": "event_name", "new_value": "Review"}],
+    "analytics_get_visitor_information_by_id": [{"visitor_id": "VISITOR"}],
+    "analytics_create_plot": [
+        {"time_min": "2023-10-01", "time_max": "2023-11-30", "value_to_plot": "total_visits", "plot_type": "bar"}
+    ],
+    "analytics_total_visits_count": [{"time_min": "2023-11-01", "time_max": "2023-11-30"}, {}],
+    "analytics_engaged_users_count": [{"time_min": "2023-11-01", "time_max": "2023-11-30"}, {}],
+    "analytics_traffic_source_count": [{"time_min": "2023-11-01", "traffic_source": "direct"}, {}],
+    "analytics_get_average_session_duration": [{"time_min": "2023-11-01", "time_max": "2023-11-30"}, {}],
+    "project_management_get_task_information_by_id": [{"task_id": "{i}"}],
+    "project_management_search_tasks": [
+        {"task_name": "landing"},
+        {"assigned_to_email": ME},
+        {"list_name": "In Progress", "board": "Design"},
+        {},
+    ],
+    "project_management_create_task": [
+        {"task_name": "Ship it", "assigned_to_email": ME, "list_name": "Backlog", "due_date": "2023-12-08", "board": "Design"}
+    ],
+    "project_management_delete_task": [{"task_id": "{i}"}],
+    "project_management_update_task": [{"task_id": "{i}", "field": "list_name", "new_value": "In Review"}],
+    "customer_relationship_manager_search_customers": [
+        {"customer_name": "tech"},
+        {"status": "Lead"},
+        {"assigned_to_email": ME, "status": "Qualified"},
+        {},
+    ],
+    "customer_relationship_manager_update_customer": [{"customer_id": "{i}", "field": "status", "new_value": "Won"}],
+    "customer_relationship_manager_add_customer": [{"customer_name": "Acme", "assigned_to_email": ME, "status": "Lead"}],
+    "customer_relationship_manager_delete_customer": [{"customer_id": "{i}"}],
+}
+
+
+def bench_tools(n: int) -> dict[str, float]:
+    """Median CPU microseconds of each tool's call on a warm session (see the module docstring)."""
+    from textgym.envs.workplace import WorkplaceEnv
+
+    env = WorkplaceEnv()
+    env.reset(seed=0)
+    visitor = env.world.rows["analytics"][0]["visitor_id"]
+    out = {}
+    for name, variants in TOOL_CALLS.items():
+        times = []
+        for args in variants:
+            env.reset(seed=0)
+
+            def args_for(i, args=args):
+                return {k: (f"{i % 100 + 1:08d}" if v == "{i}" else visitor if v == "VISITOR" else v) for k, v in args.items()}
+
+            assert env.tools.call(name, args_for(n)).error is None, (name, args)  # prepares its statements
+            for i in range(n):
+                call_args = args_for(i)
+                t = time.thread_time_ns()
+                result = env.tools.call(name, call_args)
+                times.append(time.thread_time_ns() - t)
+                assert result.error is None or "no " in result.error, (name, call_args, result.error)
+        out[name] = float(np.median(times)) / 1e3
+    return out
+
+
+def compare_tools(peer: str, rounds: int, n: int) -> None:
+    """This checkout's tool medians beside ``peer``'s (another interpreter), alternated by round."""
+    import subprocess
+    import sys
+
+    runs: dict[str, list[dict[str, float]]] = {"this": [], "peer": []}
+    for _ in range(rounds):
+        for who, python in (("peer", peer), ("this", sys.executable)):
+            cmd = [python, __file__, "--tools-worker", "--n", str(n)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            runs[who].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    print("| tool | before (us) | after (us) | speed-up |\n|---|---:|---:|---:|")
+    for name in TOOL_CALLS:
+        before = float(np.median([r[name] for r in runs["peer"]]))
+        after = float(np.median([r[name] for r in runs["this"]]))
+        print(f"| {name} | {before:.1f} | {after:.1f} | {before / after:.2f}x |")
+    worst = max(TOOL_CALLS, key=lambda k: float(np.median([r[k] for r in runs["this"]])))
+    print(f"\nslowest after: {worst} at {float(np.median([r[worst] for r in runs['this']])):.1f} us")
+
+
 def bench_memory(sessions: int) -> dict[str, float]:
     from textgym.envs.workplace import WorkplaceEnv
 
@@ -153,7 +267,20 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=2000, help="timed repetitions per latency case")
     parser.add_argument("--sessions", type=int, default=1000, help="live sessions for the memory figure")
     parser.add_argument("--no-pandas", action="store_true", help="skip the pandas baseline")
+    parser.add_argument("--tools", action="store_true", help="only the per-tool medians (see the docstring)")
+    parser.add_argument("--peer-python", default=None, help="with --tools: compare with this interpreter's checkout")
+    parser.add_argument("--rounds", type=int, default=3, help="with --peer-python: alternated rounds")
+    parser.add_argument("--tools-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.tools_worker:
+        print(json.dumps(bench_tools(args.n)))
+        return
+    if args.tools:
+        if args.peer_python:
+            compare_tools(args.peer_python, args.rounds, args.n)
+        else:
+            print("\n".join(f"| {k} | {v:.1f} |" for k, v in bench_tools(args.n).items()))
+        return
     results = bench_latency(args.n)
     memory = bench_memory(args.sessions)
     if not args.no_pandas:

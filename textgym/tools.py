@@ -88,10 +88,13 @@ class Tool:
                 self.required.append(pname)
             else:
                 self.defaults[pname] = p.default
-        # When every argument is given as exactly its plain type (an int for an integer without
-        # bounds...), validation has nothing to check or convert: the fast path of every call.
-        plain = {k: _PLAIN_TYPES.get(v["type"]) for k, v in self.parameters.items() if not (_CHECKED_KEYS & v.keys())}
-        self._plain = plain if len(plain) == len(self.parameters) and None not in plain.values() else None
+        # Arguments given as exactly their plain type (an int for an integer without bounds...)
+        # leave validation nothing to check or convert: when all are, that is the whole check.
+        self._plain = {
+            k: _PLAIN_TYPES[v["type"]]
+            for k, v in self.parameters.items()
+            if v["type"] in _PLAIN_TYPES and not (_CHECKED_KEYS & v.keys())
+        }
 
     @classmethod
     def from_function(cls, fn: Callable[..., Any], name: str | None = None) -> "Tool":
@@ -117,11 +120,11 @@ class Tool:
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Check and coerce arguments by the schema; raises ToolError with every problem."""
         plain = self._plain
-        if plain is not None and len(arguments) == len(plain):
-            for key, value in arguments.items():
-                if type(value) is not plain.get(key):
-                    break
-            else:
+        for key, value in arguments.items():
+            if type(value) is not plain.get(key):
+                break
+        else:
+            if all(k in arguments for k in self.required):
                 return dict(arguments)
         problems = [f"unknown argument {k!r}" for k in arguments if k not in self.parameters]
         problems += [f"missing required argument {k!r}" for k in self.required if k not in arguments]

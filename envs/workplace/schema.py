@@ -58,6 +58,8 @@ class Table:
 
     name: str
     columns: tuple[tuple[str, Kind], ...]
+    indexes: tuple[str, ...] = ()  # column lists (SQL) of the indexes the tools' queries walk
+    search: tuple[str, ...] = ()  # the columns a search's words are looked for in (a trigram index)
 
     # Cached: the tools read these on every call (cached_property writes the instance __dict__
     # directly, so it works on a frozen dataclass).
@@ -84,6 +86,30 @@ class Table:
         cols = [f'"{c}" {sql_type.get(k, "TEXT")}' + (" PRIMARY KEY" if k == "id" else "") for c, k in self.columns]
         return f'CREATE TABLE "{self.name}" ({", ".join(cols)})'
 
+    @property
+    def fts(self) -> str:
+        return f"{self.name}_fts"
+
+    def index_ddl(self) -> list[str]:
+        """Indexes, and for searched tables an FTS5 trigram index of the ``search`` columns kept
+        in step with the table by triggers (it finds substrings, as the searches' LIKE does)."""
+        out = [f'CREATE INDEX "{self.name}_{i}" ON "{self.name}" ({cols})' for i, cols in enumerate(self.indexes)]
+        if not self.search:
+            return out
+        cols = ", ".join(f'"{c}"' for c in self.search)
+        new = ", ".join(f'new."{c}"' for c in self.search)
+        old = ", ".join(f'old."{c}"' for c in self.search)
+        t, f = self.name, self.fts
+        forget = f"INSERT INTO \"{f}\"(\"{f}\", rowid, {cols}) VALUES ('delete', old.rowid, {old});"
+        learn = f'INSERT INTO "{f}"(rowid, {cols}) VALUES (new.rowid, {new});'
+        return out + [
+            f"CREATE VIRTUAL TABLE \"{f}\" USING fts5({cols}, content='{t}', content_rowid='rowid', tokenize='trigram')",
+            f"INSERT INTO \"{f}\"(\"{f}\") VALUES ('rebuild')",
+            f'CREATE TRIGGER "{f}_insert" AFTER INSERT ON "{t}" BEGIN {learn} END',
+            f'CREATE TRIGGER "{f}_delete" AFTER DELETE ON "{t}" BEGIN {forget} END',
+            f'CREATE TRIGGER "{f}_update" AFTER UPDATE ON "{t}" BEGIN {forget} {learn} END',
+        ]
+
 
 EMAILS = Table(
     "emails",
@@ -96,7 +122,11 @@ EMAILS = Table(
         ("sent_datetime", "datetime"),
         ("body", "text"),
     ),
+    ("sent_datetime DESC, email_id", "substr(sent_datetime, 1, 10)"),
+    ("subject", "body", "sender", "recipient"),
 )
+EVENT_END = "datetime(event_start, '+' || duration || ' minutes')"
+"""An event's end in SQL; indexed, so a search from a time on walks the index (the same text)."""
 CALENDAR = Table(
     "calendar",
     (
@@ -106,6 +136,8 @@ CALENDAR = Table(
         ("event_start", "datetime"),
         ("duration", "int"),
     ),
+    ("event_start, event_id", f"{EVENT_END}"),
+    ("event_name", "participant_email"),
 )
 ANALYTICS = Table(
     "analytics",
@@ -117,6 +149,7 @@ ANALYTICS = Table(
         ("traffic_source", "enum"),
         ("user_engaged", "bool"),
     ),
+    ("date_of_visit, traffic_source, user_engaged", "visitor_id"),
 )
 PLOTS = Table("plots", (("file_path", "text"),))
 PROJECT_TASKS = Table(
@@ -129,6 +162,8 @@ PROJECT_TASKS = Table(
         ("due_date", "date"),
         ("board", "enum"),
     ),
+    ("due_date, task_id",),
+    ("task_name",),
 )
 CUSTOMERS = Table(
     "customers",
@@ -144,8 +179,10 @@ CUSTOMERS = Table(
         ("follow_up_by", "date"),
         ("notes", "text"),
     ),
+    ("customer_name, customer_id",),
+    ("customer_name",),
 )
-DIRECTORY = Table("company_directory", (("name", "text"), ("email_address", "email")))
+DIRECTORY = Table("company_directory", (("name", "text"), ("email_address", "email")), search=("name", "email_address"))
 
 TABLES: tuple[Table, ...] = (EMAILS, CALENDAR, ANALYTICS, PLOTS, PROJECT_TASKS, CUSTOMERS, DIRECTORY)
 TABLES_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}

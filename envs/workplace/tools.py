@@ -164,17 +164,32 @@ def _norm_id(value: str) -> str:
 class _Where:
     """A search's WHERE clause, built filter by filter, with its parameters in placeholder order."""
 
-    def __init__(self):
+    def __init__(self, table: S.Table | None = None):
+        self.table = table
         self.conds: list[str] = []
         self.params: list[Any] = []
+        self.narrowed = False  # whether an index (trigram, dates) picks few candidate rows
 
     def add(self, cond: str, *params: Any) -> None:
         self.conds.append(cond)
         self.params += params
 
-    def words(self, text: str, *columns: str) -> None:
-        """Every word of ``text`` must appear (case-insensitively) in one of ``columns``."""
-        for word in text.split():
+    def words(self, text: str) -> None:
+        """Every word of ``text`` must appear (case-insensitively) in one of the table's ``search`` columns.
+
+        The LIKE conditions decide; the trigram index only narrows the rows they are tried on
+        first. It folds case by Unicode rules where LIKE folds ASCII only, so it finds every row
+        that LIKE accepts (and perhaps more): results are LIKE's, exactly, at index speed. Words
+        under three characters have no trigram and are left to LIKE alone.
+        """
+        table = self.table
+        words = text.split()
+        indexed = ['"' + w.replace('"', '""') + '"' for w in words if len(w) >= 3 and "\0" not in w]
+        if indexed:
+            self.add(f'rowid IN (SELECT rowid FROM "{table.fts}" WHERE "{table.fts}" MATCH ?)', " AND ".join(indexed))
+            self.narrowed = True
+        columns = table.search
+        for word in words:
             self.add("(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in columns) + ")", *[_like(word)] * len(columns))
 
     def equal(self, **values: str | None) -> None:
@@ -283,17 +298,22 @@ class WorkplaceTools:
         return {"status": "updated", table.id_column: key, "field": field, "new_value": value}
 
     def _page(self, table: S.Table, where: _Where, order: str, page: int, page_size: int, label: str):
-        cond = where.sql
-        cols = table.select_list
-        # One scan: the window count sees every match before LIMIT cuts the page.
-        rows = self.db.execute(
-            f'SELECT {cols}, count(*) OVER () FROM "{table.name}"{cond} ORDER BY {order} LIMIT ? OFFSET ?',
-            [*where.params, page_size, (page - 1) * page_size],
-        ).fetchall()
-        if rows:
-            total = rows[0][-1]
-        else:
-            (total,) = self.db.execute(f'SELECT count(*) FROM "{table.name}"{cond}', where.params).fetchone()
+        cond, params, cols, offset = where.sql, where.params, table.select_list, (page - 1) * page_size
+        if where.narrowed:  # few matches, found once: their ids in order, then the page's rows
+            # "+column" keeps SQLite from walking the ``order`` index past every non-match: the
+            # matches come from the narrowing index and are sorted (they are few).
+            by = ", ".join("+" + term.strip() for term in order.split(","))
+            ids = [i for (i,) in self.db.execute(f'SELECT rowid FROM "{table.name}"{cond} ORDER BY {by}', params)]
+            total, ids = len(ids), ids[offset : offset + page_size]
+            marks = ", ".join("?" * len(ids))
+            sql = f'SELECT rowid, {cols} FROM "{table.name}" WHERE rowid IN ({marks})'
+            found = {r[0]: r[1:] for r in self.db.execute(sql, ids)} if ids else {}
+            rows = [found[i] for i in ids]
+        else:  # the page walks the index in ``order`` and stops after LIMIT rows; the count apart
+            (total,) = self.db.execute(f'SELECT count(*) FROM "{table.name}"{cond}', params).fetchone()
+            rows = self.db.execute(
+                f'SELECT {cols} FROM "{table.name}"{cond} ORDER BY {order} LIMIT ? OFFSET ?', [*params, page_size, offset]
+            ).fetchall() if total > offset else []
         return {
             label: [dict(zip(table.names, r)) for r in rows],
             "page": page,
@@ -324,8 +344,8 @@ class WorkplaceTools:
         Args:
             name: Name or partial name to search for; every word must match the person's name or address.
         """
-        where = _Where()
-        where.words(name, "name", "email_address")
+        where = _Where(S.DIRECTORY)
+        where.words(name)
         rows = self.db.execute(
             f"SELECT email_address FROM company_directory{where.sql} ORDER BY email_address", where.params
         )
@@ -377,8 +397,8 @@ class WorkplaceTools:
             page: Page number of results, from 1.
             page_size: Number of emails per page.
         """
-        where = _Where()
-        where.words(query, "subject", "body", "sender", "recipient")
+        where = _Where(S.EMAILS)
+        where.words(query)
         where.dates("substr(sent_datetime, 1, 10)", date_min, date_max)
         return self._page(S.EMAILS, where, "sent_datetime DESC, email_id", page, page_size, "emails")
 
@@ -453,10 +473,11 @@ class WorkplaceTools:
             page: Page number of results, from 1.
             page_size: Number of events per page.
         """
-        where = _Where()
-        where.words(query, "event_name", "participant_email")
-        if time_min:
-            where.add("datetime(event_start, '+' || duration || ' minutes') >= ?", canonical_datetime(time_min))
+        where = _Where(S.CALENDAR)
+        where.words(query)
+        if time_min:  # served by the index on the end: few events end after a given time
+            where.add(f"{S.EVENT_END} >= ?", canonical_datetime(time_min))
+            where.narrowed = True
         if time_max:
             where.add("event_start <= ?", canonical_datetime(time_max))
         return self._page(S.CALENDAR, where, "event_start, event_id", page, page_size, "events")
@@ -650,8 +671,8 @@ class WorkplaceTools:
             page: Page number of results, from 1.
             page_size: Number of tasks per page.
         """
-        where = _Where()
-        where.words(task_name or "", "task_name")
+        where = _Where(S.PROJECT_TASKS)
+        where.words(task_name or "")
         where.equal(assigned_to_email=assigned_to_email, list_name=list_name, board=board)
         if due_date:
             where.add("due_date = ?", canonical_date(due_date))
@@ -735,8 +756,8 @@ class WorkplaceTools:
             page: Page number of results, from 1.
             page_size: Number of customers per page.
         """
-        where = _Where()
-        where.words(customer_name or "", "customer_name")
+        where = _Where(S.CUSTOMERS)
+        where.words(customer_name or "")
         if customer_email:
             where.add("customer_email LIKE ? ESCAPE '\\'", _like(customer_email.strip()))
         where.equal(product_interest=product_interest, status=status, assigned_to_email=assigned_to_email)

@@ -50,6 +50,9 @@ class World:
             rows = tables.get(table.name, [])
             marks = ", ".join("?" for _ in table.columns)
             db.executemany(f'INSERT INTO "{table.name}" VALUES ({marks})', rows)
+            for ddl in table.index_ddl():
+                db.execute(ddl)
+        db.execute("ANALYZE")  # statistics for the planner, part of the image every session clones
         db.commit()
         self.image: bytes = db.serialize()
         self.rows: dict[str, list[dict[str, Any]]] = {
