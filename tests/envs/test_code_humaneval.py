@@ -48,3 +48,20 @@ def test_prompt_helpers_stay_the_datasets_own(env, problems):
 def test_every_canonical_solution_passes(env, problems):
     failed = [tid for tid, p in problems.items() if solve(env, p, p["canonical_solution"]) != 1.0]
     assert len(problems) == 164 and failed == []
+
+
+def test_a_checks_calls_go_to_the_sandbox_in_one_submission(env, problems, monkeypatch):
+    """HumanEval/53's check makes 104 calls (100 on random pairs): all are planned and sent with
+    the submission, none one at a time through a session."""
+    monkeypatch.setattr(type(env.sandbox), "session", lambda *a, **k: pytest.fail("a call went one at a time"))
+    problem = problems["HumanEval/53"]
+    assert solve(env, problem, problem["canonical_solution"]) == 1.0
+    assert solve(env, problem, "def add(x, y):\n    return x - y\n") == 0.0
+
+
+def test_a_call_on_an_earlier_answer_is_made_when_its_argument_is_known(env):
+    check = "def check(candidate):\n    assert candidate(candidate(2)) == 16\n    assert candidate(3) == 9\n"
+    task = {"prompt": "def square(x):\n    '''x squared'''\n", "entry_point": "square", "test": check}
+    assert solve(env, task, "def square(x):\n    return x * x\n") == 1.0
+    assert solve(env, task, "def square(x):\n    return 16 if x == 4 else x * x\n") == 1.0
+    assert solve(env, task, "def square(x):\n    return x * x if x < 4 else 0\n") == 0.0

