@@ -9,7 +9,7 @@ import numpy as np
 
 from textgym.env import Outcome, TextEnv
 from textgym.envs.code.families import FAMILIES
-from textgym.envs.code.formats import task_from_dict
+from textgym.envs.code.formats import cached_task_from_dict, task_from_dict
 from textgym.envs.code.generator import generate
 from textgym.envs.code.verify import feedback, verify
 from textgym.messages import FrozenDict, system, user
@@ -106,7 +106,7 @@ class CodeEnv(TextEnv):
         return task_from_dict(generate(rng, families=self.families, num_tests=self.num_tests))
 
     def task_from_dict(self, d: Mapping[str, Any]) -> Task:
-        return task_from_dict(d)
+        return cached_task_from_dict(d)
 
     def begin(self, task: Task) -> list[FrozenDict]:
         self.attempts = 0

@@ -191,3 +191,17 @@ def test_invalid_tasks_raise(bad):
 def test_traceback_lines_count_from_the_agents_code(env):
     obs, *_ = _play(env, HUMANEVAL_CHECK, "```python\ndef truncate(x):\n\n    return 1 / 0\n```")
     assert 'File "solution.py", line 3, in truncate' in obs[-1]["content"]
+
+
+def test_a_pinned_task_is_parsed_once_and_types_stay_apart(monkeypatch):
+    from textgym.envs.code import formats
+
+    parsed = []
+    real = formats.task_from_dict
+    monkeypatch.setattr(formats, "task_from_dict", lambda d: parsed.append(d) or real(d))
+    as_list = {"prompt": "p", "entry_point": "f", "tests": [{"args": [[1, 2]], "expected": 2}]}
+    as_tuple = {"prompt": "p", "entry_point": "f", "tests": [{"args": [(1, 2)], "expected": 2}]}
+    first = formats.cached_task_from_dict(as_list)
+    assert formats.cached_task_from_dict(dict(as_list)) is first
+    assert formats.cached_task_from_dict(as_tuple).answer != first.answer
+    assert len(parsed) == 2
