@@ -37,8 +37,14 @@ class CandidateFailed(Exception):
     """A call into the program failed inside the sandbox; its message is the program's error."""
 
 
-class _Stop(Exception):
-    """Planning ran out of budget (a loop on an unknown value); what was planned stands."""
+class _Stop(BaseException):
+    """Planning ran out of budget (a loop on an unknown value); what was planned stands.
+
+    Not an ``Exception``, so that a check's own ``except Exception`` cannot swallow it."""
+
+
+class _Diverged(BaseException):
+    """The check made a call that was not planned: it runs again, every call live."""
 
 
 class _Budget:
@@ -123,36 +129,35 @@ class Check:
                 budget.spend()
                 c = Call(name=name, args=args, kwargs=kwargs)
                 if _sendable(c):  # copied: the check may change an argument after the call
-                    planned.append(Call(name=name, args=copy.deepcopy(args), kwargs=copy.deepcopy(kwargs)))
+                    planned.append(Call(name=name, args=copy.deepcopy(args), kwargs=copy.deepcopy(kwargs), refs=True))
                 return Unknown(budget)
 
             return call
 
         try:
             self._run(self._planned, proxy)
-        except Exception:  # planning is a guess: a check that stops here sends what it planned
+        except (Exception, _Stop):  # planning is a guess: a check that stops here sends what it planned
             pass
         return planned
 
     def run(self, answers: Sequence[tuple[Call, CallResult]], live: Callable[[Call], CallResult]) -> None:
-        """Run the check for real; raises ``CandidateFailed`` or the check's own exception."""
+        """Run the check for real; raises ``CandidateFailed`` or the check's own exception.
+
+        Calls take their answers from the planned batch, in order; at the first call that was
+        not planned, the check starts over with every call live, in one session, so that the
+        program's state (and any object it handed out, a :class:`Ref`) is that of one run.
+        """
         pending = list(answers)[::-1]
 
-        def proxy(name: str):
-            def call(*args: Any, **kwargs: Any) -> Any:
-                c = Call(name=name, args=args, kwargs=kwargs)
-                if pending and _same(pending[-1][0], c):
-                    result = pending.pop()[1]
-                else:
-                    result = live(c)
-                if not result.ok:
-                    raise CandidateFailed(result.error)
-                return result.value
+        def replayed(c: Call) -> CallResult:
+            if not (pending and _same(pending[-1][0], c)):
+                raise _Diverged
+            return pending.pop()[1]
 
-            call.__name__ = name
-            return call
-
-        self._run(self._real, proxy)
+        try:
+            self._run(self._real, _proxies(replayed))
+        except _Diverged:
+            self._run(self._real, _proxies(live))
 
     def _run(self, code, proxy: Callable[[str], Callable]) -> None:
         """Execute the check with ``proxy(name)`` standing for each function of the program.
@@ -192,6 +197,22 @@ def _builtins_with_own_random() -> dict[str, Any]:
         return own if name == "random" and not level else builtins.__import__(name, globals, locals, fromlist, level)
 
     return {**builtins.__dict__, "__import__": import_}
+
+
+def _proxies(answer: Callable[[Call], CallResult]) -> Callable[[str], Callable]:
+    """``proxy(name)``: a function that calls the program's ``name`` through ``answer``."""
+
+    def proxy(name: str) -> Callable:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = answer(Call(name=name, args=args, kwargs=kwargs, refs=True))
+            if not result.ok:
+                raise CandidateFailed(result.error)
+            return result.value
+
+        call.__name__ = name
+        return call
+
+    return proxy
 
 
 class LiveSession:

@@ -421,7 +421,7 @@ def test_hash_colliding_reply_is_refused(box, shape):
     tag = "__dict__" if shape != "v" else "__set__"
     forge = (
         "import __main__\n"
-        f"__main__.encode = lambda value, depth=0: {{'{tag}': [{shape} for v in value]}}\n"
+        f"__main__.encode = lambda value, *rest, **kw: {{'{tag}': [{shape} for v in value]}}\n"
         "def f():\n"
         "    return [(2**61 - 1) * (k + 1) for k in range(24000)]\n"
     )

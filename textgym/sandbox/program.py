@@ -27,12 +27,17 @@ class Call:
     args: Sequence[Any] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     input: str = ""
+    refs: bool = False
 
     def request(self, call_id: int) -> dict[str, Any]:
-        """The wire form; raises ``TypeError`` for arguments that are not plain values."""
+        """The wire form; raises ``TypeError`` for arguments that are not plain values.
+
+        With ``refs``, a returned object that is not plain data comes back as a
+        :class:`~textgym.sandbox.zygote.Ref` (a handle for later calls), not as an error.
+        """
         if self.kind == "stdio":
             return {"op": "call", "id": call_id, "kind": "stdio", "input": str(self.input)}
-        return {
+        request = {
             "op": "call",
             "id": call_id,
             "kind": "function",
@@ -40,6 +45,9 @@ class Call:
             "args": [encode(a) for a in self.args],
             "kwargs": {str(k): encode(v) for k, v in self.kwargs.items()},
         }
+        if self.refs:
+            request["refs"] = True
+        return request
 
 
 @dataclass(frozen=True)

@@ -37,13 +37,15 @@ SOLUTION_FILE = "solution.py"
 
 # ----------------------------------------------------------------- typed plain values ---
 
-def encode(value, depth=0):
+def encode(value, depth=0, keep=None):
     """A JSON tree for a program's output, built from exact builtin types only.
 
     Lists, str-keyed dicts, str, int, float, bool and None stay as they are; tuples, sets and
     other dicts are tagged one-key objects so the host can rebuild them faithfully. Anything else
     (including subclasses such as an ``int`` with a custom ``__eq__``) is refused, so no object
-    with behaviour ever leaves the sandbox.
+    with behaviour ever leaves the sandbox; with ``keep`` (a check's calls), it stays in the
+    sandbox instead and leaves as ``{"__ref__": keep(value)}``, a handle the host can only pass
+    back (:class:`Ref`).
     """
     if depth > 100:
         raise ValueError("the value is nested more than 100 levels deep")
@@ -51,14 +53,42 @@ def encode(value, depth=0):
     if value is None or t in (bool, int, float, str):
         return value
     if t is list:
-        return [encode(v, depth + 1) for v in value]
+        return [encode(v, depth + 1, keep) for v in value]
     if t is tuple:
-        return {"__tuple__": [encode(v, depth + 1) for v in value]}
+        return {"__tuple__": [encode(v, depth + 1, keep) for v in value]}
     if t in (set, frozenset):
-        return {"__set__": [encode(v, depth + 1) for v in value]}
+        return {"__set__": [encode(v, depth + 1, keep) for v in value]}
     if t is dict:
-        return {"__dict__": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+        return {"__dict__": [[encode(k, depth + 1, keep), encode(v, depth + 1, keep)] for k, v in value.items()]}
+    if t is Ref:
+        return {"__ref__": value.id}
+    if keep is not None:
+        return {"__ref__": keep(value), "type": t.__name__[:100]}
     raise TypeError(f"returned a {t.__name__}, which is not a plain value (int, float, str, bool, None, list, tuple, dict, set)")
+
+
+class Ref:
+    """On the host, an object of the program that stayed in the sandbox (MBPP's ``Pair(5, 24)``).
+
+    It can only be passed back to the same program, in a later call: any other use (comparing,
+    arithmetic, truth, iteration) raises ``TypeError``, so no verdict can rest on it.
+    """
+
+    __slots__ = ("id", "type")
+
+    def __init__(self, ident, type_name="object"):
+        self.id, self.type = ident, str(type_name)
+
+    def __repr__(self):
+        return f"<{self.type} #{self.id} of the program>"
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError(f"the program returned {self!r}, which is not a plain value: it stays in the sandbox")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __len__ = __iter__ = __contains__ = _refuse
+    __getitem__ = __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _refuse
+    __floordiv__ = __mod__ = __pow__ = __neg__ = __abs__ = __float__ = __int__ = __index__ = __round__ = _refuse
+    __hash__ = object.__hash__
 
 
 # Distinct set elements (or dict keys) that may share one hash value. Honest values almost never
@@ -67,24 +97,30 @@ def encode(value, depth=0):
 MAX_SAME_HASH = 16
 
 
-def decode(tree):
+def decode(tree, objects=None):
     """Inverse of :func:`encode`: builtin values again (call arguments here, results on the host).
 
-    Linear in the size of ``tree``: sets and dicts whose keys collide in hash are refused
-    (``ValueError``) before they are built.
+    ``{"__ref__": i}`` is ``objects[i]`` in the sandbox (the program's kept objects) and a
+    :class:`Ref` on the host (``objects`` None). Linear in the size of ``tree``: sets and dicts
+    whose keys collide in hash are refused (``ValueError``) before they are built.
     """
     if isinstance(tree, list):
-        return [decode(v) for v in tree]
+        return [decode(v, objects) for v in tree]
     if isinstance(tree, dict):
         if "__tuple__" in tree:
-            return tuple(decode(v) for v in tree["__tuple__"])
+            return tuple(decode(v, objects) for v in tree["__tuple__"])
         if "__set__" in tree:
-            return set(_spread([decode(v) for v in tree["__set__"]]))
+            return set(_spread([decode(v, objects) for v in tree["__set__"]]))
         if "__dict__" in tree:
-            pairs = [(decode(k), decode(v)) for k, v in tree["__dict__"]]
+            pairs = [(decode(k, objects), decode(v, objects)) for k, v in tree["__dict__"]]
             _spread([k for k, _ in pairs])
             return dict(pairs)
-        return {k: decode(v) for k, v in tree.items()}
+        if "__ref__" in tree:
+            ident = tree["__ref__"]
+            if type(ident) is not int or not (objects is None or 0 <= ident < len(objects)):
+                raise ValueError(f"no object #{ident!r} of the program")
+            return Ref(ident, tree.get("type", "object")) if objects is None else objects[ident]
+        return {k: decode(v, objects) for k, v in tree.items()}
     return tree
 
 
@@ -118,6 +154,7 @@ class Child:
         self.results = res_fd
         self.cfg = cfg
         self.namespace = {}
+        self.objects = []  # what the program returned that is not plain data (see ``encode``'s keep)
         self.code = None
 
     def serve(self):
@@ -177,13 +214,17 @@ class Child:
                 fn = self.namespace.get(req["name"])
                 if not callable(fn):
                     raise NameError(f"the program defines no function {req['name']!r}")
-                value = fn(*decode(req.get("args", [])), **decode(req.get("kwargs", {})))
-                reply["value"] = encode(value)
+                value = fn(*decode(req.get("args", []), self.objects), **decode(req.get("kwargs", {}), self.objects))
+                reply["value"] = encode(value, keep=self.keep if req.get("refs") else None)
         except SystemExit as exc:
             reply["error"] = f"the program called exit({exc.code!r})"
         except BaseException as exc:
             reply["error"] = short_traceback(exc)
         return reply
+
+    def keep(self, value):
+        self.objects.append(value)
+        return len(self.objects) - 1
 
     def run_stdio(self, text):
         """Run the whole program as ``__main__`` with ``text`` on fd 0 and fd 1 captured."""
