@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from textgym.error import InvalidAction, RemoteError, ResetNeeded, require
+from textgym.error import InvalidAction, RemoteError, ResetNeeded, TextGymError, require
 from textgym.messages import FrozenDict, assistant, freeze, render, user
 from textgym.spaces import AssistantTurn, Conversation
 
@@ -110,6 +110,10 @@ class RemoteEnv(gym.Env):
         self._done = terminated or truncated or done
         reward = reply.get("reward")
         return self.conversation, float(reward or 0.0), terminated, truncated, dict(obs.get("info") or {})
+
+    def oracle_action(self):
+        """Not available: the oracle reads the env's hidden state, which no server sends."""
+        raise TextGymError(f"{self.url}: a served env has no oracle (it needs the env's hidden state); run the oracle in-process")
 
     def render(self) -> str | None:
         return render(self.conversation) if self.render_mode == "ansi" else None

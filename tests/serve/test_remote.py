@@ -99,6 +99,10 @@ def test_textgym_eval_against_a_server(sudoku_server, tmp_path):
     remote = run_eval("textgym/Remote-v0", tmp_path / "remote.jsonl", "--env-kwargs", json.dumps({"url": sudoku_server.url}))
     local = run_eval("textgym/Sudoku-v0", tmp_path / "local.jsonl")
     assert [(r.messages, r.reward, r.seed) for r in remote] == [(r.messages, r.reward, r.seed) for r in local]
+    oracle = subprocess.run([sys.executable, "-m", "textgym.cli", "eval", "textgym/Remote-v0", "--policy", "oracle",
+                             "--episodes", "1", "--env-kwargs", json.dumps({"url": sudoku_server.url})],
+                            capture_output=True, text=True, timeout=120)
+    assert oracle.returncode == 2 and "has no oracle" in oracle.stderr and oracle.stderr.count("\n") == 1, oracle.stderr
 
 
 def test_connection_loss_raises_one_clear_error_and_reset_reconnects(serve):

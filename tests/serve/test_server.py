@@ -196,3 +196,23 @@ def test_cli_port_in_use_is_one_line(sudoku_server):
     args = ["serve", "textgym/Sudoku-v0", "--port", str(sudoku_server.port)]
     proc = subprocess.run([sys.executable, "-m", "textgym.cli", *args], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "cannot listen on 127.0.0.1" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_slow_env_calls_move_off_the_event_loop():
+    import asyncio
+
+    from textgym.serve.app import EnvServer
+
+    server = EnvServer("textgym/Sudoku-v0")
+
+    async def calls(fn, n):
+        for _ in range(n):
+            await server.run(fn)
+
+    asyncio.run(calls(lambda: None, 200))
+    asyncio.run(calls(lambda: time.sleep(0.05), 1))  # one stall (a preempted step) is not enough
+    assert not server.threaded
+    asyncio.run(calls(lambda: time.sleep(0.05), 4))  # a sandbox-like env is
+    assert server.threaded
+    with pytest.raises(ValueError, match="max_sessions"):
+        EnvServer("textgym/Sudoku-v0", max_sessions=0)
