@@ -35,7 +35,10 @@ class SFTConfig:
         env_kwargs: Keyword arguments of ``gym.make``.
         backend: ``jax`` or ``torch``; nothing else depends on it.
         model: A local Hugging Face model directory, or ``tiny`` (created in ``output_dir``).
-        output_dir: Where the run writes ``final/`` (a HF directory) and ``sft_metrics.jsonl``.
+        preset: A named preset of :data:`textgym.algos.recipes.PRESETS` (e.g. ``sudoku-tiny``)
+            that fills the fields left unset; ``None``: the preset for this env and model, if any.
+        output_dir: Where the run writes ``final/`` (a HF directory) and ``sft_metrics.jsonl``
+            (``None``: ``runs/<env>-sft-<backend>``).
         steps: Optimiser steps.
         demos: Oracle episodes collected (task seeds from the run's seed tree, in
             ``[SFT_SEED_OFFSET, EVAL_SEED_OFFSET)``), cycled through in a seeded order.
@@ -59,7 +62,8 @@ class SFTConfig:
     env_kwargs: dict[str, Any] | None = None
     backend: Backend = "torch"
     model: str = "tiny"
-    output_dir: str = "runs/sft"
+    preset: str | None = None
+    output_dir: str | None = None
     steps: int | None = None
     demos: int | None = None
     oracle_kwargs: dict[str, Any] | None = None
@@ -86,11 +90,19 @@ class TrainConfig:
     ``EVAL_SEED_OFFSET``), so that runs compare on one test set.
 
     Attributes:
-        env: Registered env id.
-        env_kwargs: Keyword arguments of ``gym.make`` (``None``: the tiny recipe's, else ``{}``).
+        env: Registered env id, or several (a tuple; ``--env A --env B``) to train on a mixture:
+            each step's prompts are shared among them by ``env_weights``, and the metrics, the
+            curve and ``summary.json`` report each env as well as the whole.
+        env_weights: Shares of each step's prompts per env of a mixture (``--env-weights
+            0.5,0.5``; normalised; ``None``: equal).
+        env_kwargs: Keyword arguments of ``gym.make`` (``None``: the preset's, else ``{}``); for
+            a mixture, an object keyed by env id gives each env its own.
         backend: ``jax`` or ``torch``.
         model: A local Hugging Face model directory, or ``tiny``.
-        output_dir: Run directory: checkpoints, ``metrics.jsonl``, ``curve.png``, ``summary.json``.
+        preset: A named preset of :data:`textgym.algos.recipes.PRESETS` (e.g. ``sudoku-tiny``)
+            that fills the fields left unset; ``None``: the preset for this env and model, if any.
+        output_dir: Run directory: checkpoints, ``metrics.jsonl``, ``curve.png``, ``summary.json``
+            (``None``: ``runs/<env>-<backend>``).
         steps: GRPO steps (``None``: the recipe's, else 100).
         prompts_per_step: Task seeds per step; each is played ``grpo.group_size`` times
             (``None``: the recipe's, else 8).
@@ -126,11 +138,13 @@ class TrainConfig:
             ``None``: the recipe's settings, else ``GRPOConfig()``.
     """
 
-    env: str
+    env: str | tuple[str, ...]
+    env_weights: tuple[float, ...] | None = None
     env_kwargs: dict[str, Any] | None = None
     backend: Backend = "torch"
     model: str = "tiny"
-    output_dir: str = "runs/train"
+    preset: str | None = None
+    output_dir: str | None = None
     steps: int | None = None
     prompts_per_step: int | None = None
     num_envs: int = 64
@@ -156,6 +170,14 @@ class TrainConfig:
     grpo: GRPOConfig | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.env, str):
+            object.__setattr__(self, "env", tuple(self.env))
+            if not self.env or len(set(self.env)) != len(self.env):
+                raise ValueError(f"expected one or more distinct env ids, got {list(self.env)}")
+        if self.env_weights is not None:
+            object.__setattr__(self, "env_weights", tuple(float(w) for w in self.env_weights))
+            if len(self.env_weights) != len(self.envs) or min(self.env_weights) < 0 or sum(self.env_weights) <= 0:
+                raise ValueError(f"expected {len(self.envs)} env weights >= 0 with a positive sum, got {list(self.env_weights)}")
         if self.backend not in ("jax", "torch"):
             raise ValueError(f"backend must be 'jax' or 'torch', got {self.backend!r}")
         for name in ("prompts_per_step", "num_envs", "eval_episodes", "eval_every", "save_every"):
@@ -172,14 +194,28 @@ class TrainConfig:
             if self.backend != "jax":
                 raise ValueError(f"mesh is for the JAX backend, got backend={self.backend!r} (torch scales with torchrun)")
 
+    @property
+    def envs(self) -> tuple[str, ...]:
+        """The run's env ids (one, or a mixture's)."""
+        return (self.env,) if isinstance(self.env, str) else self.env
+
+    def kwargs_of(self, env: str) -> dict[str, Any]:
+        """``gym.make`` keyword arguments of ``env`` (``env_kwargs``, or its entry when keyed by env id)."""
+        kwargs = self.env_kwargs or {}
+        if len(self.envs) > 1 and kwargs and set(kwargs) <= set(self.envs):
+            return dict(kwargs.get(env, {}))
+        return dict(kwargs)
+
     def replace(self, **changes: Any) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
 
     def sft_config(self) -> SFTConfig:
-        """The warm start's config: same env, backend, model, template and seed (call on a resolved config)."""
+        """The warm start's config: same env (a mixture's first), backend, model, template and seed
+        (call on a resolved config)."""
         return SFTConfig(
-            env=self.env,
-            env_kwargs=self.env_kwargs if self.sft_env_kwargs is None else self.sft_env_kwargs,
+            env=self.envs[0],
+            preset=self.preset,
+            env_kwargs=self.kwargs_of(self.envs[0]) if self.sft_env_kwargs is None else self.sft_env_kwargs,
             backend=self.backend,
             model=self.model,
             output_dir=f"{self.output_dir}/sft",

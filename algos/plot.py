@@ -12,7 +12,8 @@ from textgym.error import require
 def plot_curve(records: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "") -> None:
     """Draw ``train/reward`` (and ``train/success``) per step and ``eval/success`` where evaluated.
 
-    Step 0 is the model GRPO started from (after the SFT warm start, when there was one).
+    Step 0 is the model GRPO started from (after the SFT warm start, when there was one). A
+    mixture's records (``eval/<env>/success``) add one held-out line per env.
     """
     matplotlib = require("matplotlib", "plot")
     matplotlib.use("Agg")
@@ -25,6 +26,8 @@ def plot_curve(records: Sequence[Mapping[str, Any]], path: str | os.PathLike, ti
         ax.plot([r["step"] for r in train], [r["train/reward"] for r in train], label="train reward (mean of rollouts)", alpha=0.6)
     if evals:
         ax.plot([r["step"] for r in evals], [r["eval/success"] for r in evals], "o-", label="held-out success", linewidth=2)
+        for key in sorted(k for k in evals[0] if k.startswith("eval/") and k.endswith("/success") and k != "eval/success"):
+            ax.plot([r["step"] for r in evals], [r[key] for r in evals], ".--", label=f"held-out success, {key[5:-8]}")
     ax.set_xlabel("GRPO step")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)

@@ -1,8 +1,9 @@
-"""Settings under which the ``tiny`` model learns an env on a laptop CPU.
+"""Named presets: settings under which a model learns an env (today: the ``tiny`` model on a laptop CPU).
 
-A recipe fills the fields a user left unset (``None``) when the model is ``tiny``; anything given
-explicitly wins. Envs without a recipe get the generic defaults. The numbers come from the runs
-recorded in docs/benchmarks.md ("Learning on Sudoku 4x4 with the tiny model").
+A preset fills the fields a user left unset (``None``); anything given explicitly wins. A run
+names one with ``--preset`` or gets the preset made for its env and model, if there is one;
+other runs get the generic defaults. The numbers come from the runs recorded in
+docs/benchmarks.md ("Learning on Sudoku 4x4 with the tiny model").
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from textgym.algos.config import SFTConfig, TrainConfig
 from textgym.algos.grpo import GRPOConfig
 from textgym.algos.tiny import NAME as TINY
 
-RECIPES: dict[str, dict[str, Any]] = {
-    "textgym/Sudoku-v0": {
+PRESETS: dict[str, dict[str, Any]] = {
+    "sudoku-tiny": {
+        "env": "textgym/Sudoku-v0",
+        "model": TINY,
         # 4x4 with one blank, answered in one turn with the grid: prompts of ~130 tokens. The
         # demonstrations answer in the compact form (digits only, one row per line: ~23 tokens
         # instead of ~100 for the drawn board), which gets the tiny model past copying the givens.
@@ -45,30 +48,46 @@ RECIPES: dict[str, dict[str, Any]] = {
     },
 }
 
+RECIPES: dict[str, dict[str, Any]] = {p["env"]: p for p in PRESETS.values() if p["model"] == TINY}
+"""The tiny model's preset per env (the presets' former name, kept for existing code)."""
+
 GENERIC: dict[str, Any] = {"env_kwargs": {}, "steps": 100, "prompts_per_step": 8, "sft_steps": 0, "sft_demos": 256, "threads": None}
 
 
-def recipe(env: str, model: str) -> dict[str, Any]:
-    """The recipe for ``env`` when ``model`` is tiny, else the generic defaults."""
-    return RECIPES.get(env, GENERIC) if str(model) == TINY else GENERIC
+def recipe(env: str | tuple[str, ...], model: str, preset: str | None = None) -> dict[str, Any]:
+    """The preset named ``preset``, else the one for ``env`` (its first, for a mixture) and ``model``, else the generic defaults.
+
+    Raises:
+        ValueError: ``preset`` names no preset.
+    """
+    if preset is not None:
+        if preset not in PRESETS:
+            raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
+        return PRESETS[preset]
+    first = env if isinstance(env, str) else env[0]
+    return next((p for p in PRESETS.values() if p["env"] == first and p["model"] == str(model)), GENERIC)
 
 
-def grpo_config(env: str, model: str, **overrides: Any) -> GRPOConfig:
-    """The recipe's GRPO settings with ``overrides`` (``None`` values ignored) on top."""
-    base = dict(recipe(env, model).get("grpo", {}))
+def grpo_config(env: str | tuple[str, ...], model: str, preset: str | None = None, **overrides: Any) -> GRPOConfig:
+    """The preset's GRPO settings with ``overrides`` (``None`` values ignored) on top."""
+    base = dict(recipe(env, model, preset).get("grpo", {}))
     base.update({k: v for k, v in overrides.items() if v is not None})
     return GRPOConfig(**base)
 
 
 def resolve_train(config: TrainConfig) -> TrainConfig:
     """``config`` with every ``None`` field filled from the recipe (or the generic defaults)."""
-    rec = recipe(config.env, config.model)
+    rec = recipe(config.env, config.model, config.preset)
     changes: dict[str, Any] = {}
+    if config.output_dir is None:
+        changes["output_dir"] = default_output_dir(config.env, config.backend)
     if config.grpo is None:
-        changes["grpo"] = grpo_config(config.env, config.model)
+        changes["grpo"] = grpo_config(config.env, config.model, config.preset)
     for name in ("env_kwargs", "steps", "prompts_per_step", "sft_steps", "sft_demos"):
         if getattr(config, name) is None:
             changes[name] = rec.get(name, GENERIC[name])
+    if config.env_kwargs is None and not isinstance(config.env, str):  # a mixture: each env its preset's
+        changes["env_kwargs"] = {env: recipe(env, config.model).get("env_kwargs", {}) for env in config.env}
     if config.threads is None:
         changes["threads"] = rec.get("threads")
     if config.sft_env_kwargs is None:
@@ -86,9 +105,11 @@ def resolve_train(config: TrainConfig) -> TrainConfig:
 
 
 def resolve_sft(config: SFTConfig) -> SFTConfig:
-    """``config`` with ``env_kwargs``, ``steps``, ``demos`` and ``lr`` filled from the recipe."""
-    rec = recipe(config.env, config.model)
+    """``config`` with ``output_dir``, ``env_kwargs``, ``steps``, ``demos`` and ``lr`` filled from the recipe."""
+    rec = recipe(config.env, config.model, config.preset)
     changes: dict[str, Any] = {}
+    if config.output_dir is None:
+        changes["output_dir"] = default_output_dir(config.env, f"sft-{config.backend}")
     if config.env_kwargs is None:
         changes["env_kwargs"] = rec.get("env_kwargs", {})
     if config.steps is None:
@@ -102,3 +123,9 @@ def resolve_sft(config: SFTConfig) -> SFTConfig:
     if config.oracle_kwargs is None:
         changes["oracle_kwargs"] = rec.get("oracle_kwargs")
     return dataclasses.replace(config, **changes)
+
+
+def default_output_dir(env: str | tuple[str, ...], suffix: str) -> str:
+    """``runs/<env name>-<suffix>`` (a mixture joins its env names with ``+``)."""
+    envs = (env,) if isinstance(env, str) else env
+    return "runs/" + "+".join(e.split("/")[-1].lower() for e in envs) + f"-{suffix}"

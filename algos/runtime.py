@@ -98,14 +98,15 @@ def make_learner(backend: ModuleType, policy: Any, config: Any, mesh: str | None
 
 class TreeSampler(ModelPolicy):
     """A :class:`~textgym.policies.model.ModelPolicy` whose ``k``-th call of a step samples with
-    ``tree.seed(phase, step, turn=k)``: calls are counted across waves, so no two share a seed."""
+    ``tree.seed(phase, step, turn=k, row=row)``: calls are counted across waves, and ``row`` tells a
+    mixture's envs apart, so no two calls of a run share a seed."""
 
-    def __init__(self, model: Any, tree: SeedTree, phase: Phase, step: int, **kwargs: Any):
+    def __init__(self, model: Any, tree: SeedTree, phase: Phase, step: int, *, row: int = 0, **kwargs: Any):
         super().__init__(model, **kwargs)
-        self.tree, self.phase, self.step = tree, phase, step
+        self.tree, self.phase, self.step, self.row = tree, phase, step, row
 
     def call_seed(self, call: int) -> int:
-        return self.tree.seed(self.phase, self.step, turn=call)
+        return self.tree.seed(self.phase, self.step, turn=call, row=self.row)
 
 
 def chat_template(kind: str, model: str) -> str | None:
@@ -156,14 +157,17 @@ def evaluate(
     seed: int,
     top_p: float = 1.0,
     step: int = 0,
+    row: int = 0,
 ) -> dict[str, float]:
     """Play one episode per task seed with the model; return ``eval/success``, ``eval/reward``, ``eval/turns``.
 
-    Sampling (when ``temperature > 0``) draws from ``SeedTree(seed)`` at ``("eval_sampler", step)``.
+    Sampling (when ``temperature > 0``) draws from ``SeedTree(seed)`` at ``("eval_sampler", step,
+    row=row)`` (``row``: the env's index in a mixture).
     """
     from textgym.rollout import collect
 
-    actor = TreeSampler(policy, SeedTree(seed), "eval_sampler", step, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
+    actor = TreeSampler(policy, SeedTree(seed), "eval_sampler", step, row=row, max_new_tokens=max_new_tokens,
+                        temperature=temperature, top_p=top_p)
     rollouts = collect(venv, actor, seeds=list(seeds), group_size=1)
     return {
         "eval/success": float(np.mean([r.success for r in rollouts])),

@@ -30,20 +30,20 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, get_args, get_type_hints
+from typing import Any
 
 import numpy as np
 
-from textgym.algos import recipes, runtime, tiny
+from textgym.algos import flags, recipes, runtime, tiny
 from textgym.algos.config import SFTConfig, TrainConfig
 from textgym.algos.grpo import GRPOConfig, SeedTree, drop_zero_std_groups, pack
 from textgym.algos.grpo.seeds import eval_seeds
 from textgym.algos.metrics import MetricsLog, progress_bar
-from textgym.cli import json_object
 
 CHECKPOINTS = "checkpoints"
 RUN_STATE = "run_state.json"
 ROLLOUTS = "rollouts"
+BEST = "best"
 KEEP_CHECKPOINTS = 2
 
 
@@ -78,25 +78,31 @@ def train(config: TrainConfig) -> dict[str, Any]:
     template = runtime.chat_template(config.chat_template, config.model)
     grpo = config.grpo
     episodes = config.prompts_per_step * grpo.group_size
-    venv = runtime.token_venv(config.env, config.env_kwargs, tokenizer, template, min(config.num_envs, episodes), config.vectorization_mode)
-    eval_venv = runtime.token_venv(config.env, config.env_kwargs, tokenizer, template, min(config.num_envs, config.eval_episodes), config.vectorization_mode)
+
+    def venvs(width: int) -> dict[str, Any]:
+        return {env: runtime.token_venv(env, config.kwargs_of(env), tokenizer, template, min(config.num_envs, width), config.vectorization_mode)
+                for env in config.envs}
+
+    train_venvs, eval_venvs = venvs(episodes), venvs(config.eval_episodes)
 
     def evaluate(at: int) -> dict[str, float]:
-        return runtime.evaluate(policy, eval_venv, eval_seeds(config.eval_episodes), max_new_tokens=grpo.max_new_tokens,
-                                temperature=config.eval_temperature, seed=grpo.seed, top_p=grpo.top_p, step=at)
+        results = [runtime.evaluate(policy, venv, eval_seeds(config.eval_episodes), max_new_tokens=grpo.max_new_tokens,
+                                    temperature=config.eval_temperature, seed=grpo.seed, top_p=grpo.top_p, step=at, row=i)
+                   for i, venv in enumerate(eval_venvs.values())]
+        return _per_env(config, results, "eval/")
 
     try:
         if step == 0:
-            log.write({"step": 0} | evaluate(0))
+            log.write(keep_best(learner, out, {"step": 0} | evaluate(0), log.records))
         stop = config.steps if config.stop_after is None else min(config.steps, step + config.stop_after)
         saved = step
         with progress_bar(f"GRPO ({config.backend})", total=config.steps, completed=step, enabled=config.progress) as bar:
             try:
                 while step < stop:
-                    record = grpo_step(config, policy, learner, venv, step)
+                    record = grpo_step(config, policy, learner, train_venvs, step)
                     step += 1
                     if step % config.eval_every == 0 or step == config.steps:
-                        record |= evaluate(step)
+                        record = keep_best(learner, out, record | evaluate(step), log.records)
                     log.write(record)
                     if step % config.save_every == 0 or step == stop:
                         save_checkpoint(learner, out, step)
@@ -107,8 +113,8 @@ def train(config: TrainConfig) -> dict[str, Any]:
                     save_checkpoint(learner, out, step)
                 raise
     finally:
-        venv.close()
-        eval_venv.close()
+        for venv in (*train_venvs.values(), *eval_venvs.values()):
+            venv.close()
 
     summary = _summary(config, out, log.records, step, time.perf_counter() - started)
     if step >= config.steps:
@@ -118,20 +124,74 @@ def train(config: TrainConfig) -> dict[str, Any]:
     if config.plot:
         from textgym.algos.plot import plot_curve
 
-        plot_curve(log.records, out / "curve.png", title=f"{config.env} · {config.backend} · {config.model}")
+        plot_curve(log.records, out / "curve.png", title=f"{'+'.join(config.envs)} · {config.backend} · {config.model}")
     return summary
 
 
-def grpo_step(config: TrainConfig, policy: Any, learner: Any, venv: Any, step: int) -> dict[str, Any]:
-    """Collect step ``step``'s groups with the current policy and update on them once."""
+def keep_best(learner: Any, out: Path, record: dict[str, Any], earlier: list[dict[str, Any]]) -> dict[str, Any]:
+    """Export the model to ``best/`` when ``record``'s held-out success beats every earlier one.
+
+    The first best wins ties, so ``best/`` is the earliest model with the run's top score;
+    ``summary.json`` names its step.
+    """
+    scores = [r["eval/success"] for r in earlier if "eval/success" in r]
+    if not scores or record["eval/success"] > max(scores):
+        tmp = out / (BEST + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        learner.export(tmp)
+        shutil.rmtree(out / BEST, ignore_errors=True)
+        os.replace(tmp, out / BEST)
+    return record
+
+
+def prompt_shares(config: TrainConfig) -> list[int]:
+    """Prompts per env of each step: ``env_weights`` (equal by default) times ``prompts_per_step``,
+    rounded by largest remainder so that they add up.
+
+    Example:
+        >>> prompt_shares(TrainConfig(env=("a", "b", "c"), env_weights=(2, 1, 1), prompts_per_step=6))
+        [3, 2, 1]
+    """
+    weights = np.asarray(config.env_weights or [1.0] * len(config.envs), dtype=np.float64)
+    exact = config.prompts_per_step * weights / weights.sum()
+    counts = np.floor(exact).astype(int)
+    for i in np.argsort(-(exact - counts), kind="stable")[: config.prompts_per_step - counts.sum()]:
+        counts[i] += 1
+    return counts.tolist()
+
+
+def _env_name(env: str) -> str:
+    return env.split("/")[-1]
+
+
+def _per_env(config: TrainConfig, results: list[dict[str, float]], prefix: str) -> dict[str, float]:
+    """One env's metrics as they are; a mixture's as their means plus ``<prefix><env name>/<metric>`` each."""
+    if len(results) == 1:
+        return results[0]
+    merged = {k: float(np.mean([r[k] for r in results])) for k in results[0]}
+    for env, r in zip(config.envs, results):
+        merged |= {f"{prefix}{_env_name(env)}/{k.removeprefix(prefix)}": v for k, v in r.items()}
+    return merged
+
+
+def grpo_step(config: TrainConfig, policy: Any, learner: Any, venvs: dict[str, Any], step: int) -> dict[str, Any]:
+    """Collect step ``step``'s groups with the current policy (shared among a mixture's envs by
+    :func:`prompt_shares`) and update on them once."""
     from textgym.rollout import collect
 
     grpo = config.grpo
     tree = SeedTree(grpo.seed)
-    actor = runtime.TreeSampler(policy, tree, "train_sampler", step, max_new_tokens=grpo.max_new_tokens,
-                                temperature=grpo.temperature, top_p=grpo.top_p)
+    seeds = tree.task_seeds(step, config.prompts_per_step)
     t0 = time.perf_counter()
-    rollouts = collect(venv, actor, seeds=tree.task_seeds(step, config.prompts_per_step), group_size=grpo.group_size, env_id=config.env)
+    rollouts: list[Any] = []
+    for row, ((env, venv), share) in enumerate(zip(venvs.items(), prompt_shares(config))):
+        if share == 0:
+            continue
+        first = len(rollouts) // grpo.group_size
+        actor = runtime.TreeSampler(policy, tree, "train_sampler", step, row=row, max_new_tokens=grpo.max_new_tokens,
+                                    temperature=grpo.temperature, top_p=grpo.top_p)
+        got = collect(venv, actor, seeds=seeds[first : first + share], group_size=grpo.group_size, env_id=env)
+        rollouts += [dataclasses.replace(r, group=r.group + first) for r in got]
     t1 = time.perf_counter()
     kept, zero_std = drop_zero_std_groups(rollouts, grpo)
     batch = pack([runtime.policy_prefix(r) for r in kept], grpo, pad_id=policy.pad_id) if kept else None
@@ -140,16 +200,15 @@ def grpo_step(config: TrainConfig, policy: Any, learner: Any, venv: Any, step: i
     signal = batch is not None and (bool(np.any(batch.advantages != 0)) or grpo.kl_beta > 0)
     metrics = learner.train_step(batch) if signal else {}
     t2 = time.perf_counter()
-    generated = int(sum(r.loss_mask.sum() for r in rollouts))
     if config.log_rollouts_every and (step == 0 or (step + 1) % config.log_rollouts_every == 0):
         logged = (kept, batch.advantages) if batch is not None else (rollouts, np.zeros(len(rollouts)))
         write_step_rollouts(Path(config.output_dir), step + 1, *logged)
-    return {
-        "step": step + 1,
-        "train/reward": float(np.mean([r.reward for r in rollouts])),
-        "train/success": float(np.mean([r.success for r in rollouts])),
-        "train/turns": float(np.mean([r.turns for r in rollouts])),
-        "train/generated_tokens": generated,
+    by_env = [[r for r in rollouts if r.env_id == env] for env in venvs]
+    record = {"step": step + 1} | _train_stats(rollouts)
+    if len(venvs) > 1:
+        record |= {f"train/{_env_name(env)}/{k.removeprefix('train/')}": v for env, rs in zip(venvs, by_env) if rs
+                   for k, v in _train_stats(rs).items() if k in ("train/reward", "train/success")}
+    return record | {
         "time/rollout_s": t1 - t0,
         "time/update_s": t2 - t1,
         "train/skipped_update": float(not signal),
@@ -157,6 +216,15 @@ def grpo_step(config: TrainConfig, policy: Any, learner: Any, venv: Any, step: i
         "stats/zero_std_groups": float(zero_std),
         **end_fractions(rollouts),
         **metrics,
+    }
+
+
+def _train_stats(rollouts: list[Any]) -> dict[str, float]:
+    return {
+        "train/reward": float(np.mean([r.reward for r in rollouts])),
+        "train/success": float(np.mean([r.success for r in rollouts])),
+        "train/turns": float(np.mean([r.turns for r in rollouts])),
+        "train/generated_tokens": int(sum(r.loss_mask.sum() for r in rollouts)),
     }
 
 
@@ -224,58 +292,39 @@ def _summary_line(record: dict[str, Any]) -> str:
     return text
 
 
-def _evaluation(record: dict[str, Any]) -> dict[str, Any]:
-    return {k.removeprefix("eval/"): v for k, v in record.items() if k.startswith("eval/")} | {"step": record["step"]}
+def _evaluation(record: dict[str, Any], prefix: str = "eval/") -> dict[str, Any]:
+    return {k.removeprefix(prefix): v for k, v in record.items() if k.startswith(prefix) and "/" not in k.removeprefix(prefix)} | {"step": record["step"]}
 
 
 def _summary(config: TrainConfig, out: Path, records: list[dict[str, Any]], step: int, seconds: float) -> dict[str, Any]:
+    """``summary.json``: held-out results before and after (each env's too, for a mixture), and the best evaluation."""
     evals = [r for r in records if "eval/success" in r]
-    return {
+    best = max(evals, key=lambda r: r["eval/success"], default=None)  # max keeps the first of ties, as keep_best does
+    summary = {
         "env": config.env,
         "backend": config.backend,
         "model": config.model,
         "steps": step,
         "before": _evaluation(evals[0]) if evals else None,
         "after": _evaluation(evals[-1]) if evals else None,
+        "best": None if best is None else {"step": best["step"], "success": best["eval/success"], "path": str(out / BEST)},
         "output_dir": str(out),
         "minutes": round(seconds / 60, 2),
     }
+    if len(config.envs) > 1 and evals:
+        summary["envs"] = {_env_name(env): {"before": _evaluation(evals[0], f"eval/{_env_name(env)}/"),
+                                             "after": _evaluation(evals[-1], f"eval/{_env_name(env)}/")} for env in config.envs}
+    return summary
 
 
-# ----- command line -----
+# ----- command line: flags generated from the configs (textgym.algos.flags) -----
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``textgym train``: the run (``TrainConfig``) and the objective (``GRPOConfig``)."""
-    _add_common(parser)
-    parser.add_argument("--output-dir", default=None, help="run directory (default runs/<env>-<backend>)")
-    parser.add_argument("--steps", type=int, default=None, help="GRPO steps (default: the tiny recipe's, else 100)")
-    parser.add_argument("--prompts-per-step", type=int, default=None, help="task seeds per step, each played --group-size times (default: recipe, else 8)")
-    parser.add_argument("--num-envs", type=int, default=64, help="vector env width")
-    parser.add_argument("--vectorization-mode", choices=["sync", "async"], default="sync")
-    parser.add_argument("--eval-episodes", type=int, default=128, help="held-out episodes per evaluation")
-    parser.add_argument("--eval-every", type=int, default=10, help="evaluate every N steps")
-    parser.add_argument("--eval-temperature", type=float, default=0.0, help="0 = greedy")
-    parser.add_argument("--save-every", type=int, default=10, help="checkpoint every N steps")
-    parser.add_argument("--log-rollouts-every", type=int, default=10,
-                        help="write the rollouts of step 1 and every N-th step to rollouts/ for textgym view (0: none)")
-    parser.add_argument("--stop-after", type=int, default=None, help="stop after N steps of this invocation (resume later)")
-    parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
-                        help="continue from the run's latest checkpoint (--no-resume restarts GRPO; a finished warm start is kept)")
-    parser.add_argument("--sft-steps", type=int, default=None, help="SFT warm-start steps before GRPO (0: none)")
-    parser.add_argument("--sft-env-kwargs", type=json_object, default=None,
-                        help="JSON gym.make keyword arguments of the warm start's tasks (default: the recipe's, else --env-kwargs)")
-    parser.add_argument("--sft-demos", type=int, default=None, help="oracle demonstrations for the warm start")
-    parser.add_argument("--sft-lr", type=float, default=None, help="warm-start learning rate")
-    parser.add_argument("--sft-oracle-kwargs", type=json_object, default=None, help="JSON keyword arguments of the env's oracle_action")
-    parser.add_argument("--mesh", default=None, help="JAX device mesh, e.g. data=2,fsdp=4 (default: one device)")
-    parser.add_argument("--no-plot", dest="plot", action="store_false", help="do not write curve.png")
-    grpo = parser.add_argument_group("GRPO (textgym.algos.grpo.GRPOConfig; unset: the tiny recipe's value, else the default)")
-    hints = get_type_hints(GRPOConfig)
-    for f in dataclasses.fields(GRPOConfig):
-        if f.name == "seed":
-            continue  # --seed seeds the whole run
-        _add_field(grpo, f.name, hints[f.name])
+    """Options of ``textgym train``: every ``TrainConfig`` field, and every ``GRPOConfig`` field but ``seed``."""
+    flags.add_fields(parser, TrainConfig, skip=("grpo",), required=("env",), repeat=("env",), see=SFTConfig)
+    group = parser.add_argument_group("GRPO (textgym.algos.grpo.GRPOConfig; unset: the preset's value, else the default)")
+    flags.add_fields(group, GRPOConfig, skip=("seed",))  # --seed seeds the whole run
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -287,119 +336,41 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
-    overrides = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(GRPOConfig) if f.name != "seed"}
-    grpo = recipes.grpo_config(args.env, args.model, seed=args.seed, **overrides)
-    return TrainConfig(
-        env=args.env,
-        env_kwargs=args.env_kwargs,
-        backend=args.backend,
-        model=args.model,
-        output_dir=args.output_dir or _default_dir(args.env, args.backend),
-        steps=args.steps,
-        prompts_per_step=args.prompts_per_step,
-        num_envs=args.num_envs,
-        vectorization_mode=args.vectorization_mode,
-        chat_template=args.chat_template,
-        eval_episodes=args.eval_episodes,
-        eval_every=args.eval_every,
-        eval_temperature=args.eval_temperature,
-        save_every=args.save_every,
-        log_rollouts_every=args.log_rollouts_every,
-        stop_after=args.stop_after,
-        resume=args.resume,
-        sft_steps=args.sft_steps,
-        sft_env_kwargs=args.sft_env_kwargs,
-        sft_demos=args.sft_demos,
-        sft_lr=args.sft_lr,
-        sft_oracle_kwargs=args.sft_oracle_kwargs,
-        seed=args.seed,
-        threads=args.threads,
-        mesh=args.mesh,
-        plot=args.plot,
-        progress=args.progress,
-        grpo=grpo,
-    )
+    """The ``TrainConfig`` of a command line; GRPO flags go on top of the preset's GRPO settings."""
+    run = flags.given(args, TrainConfig, skip=("grpo",))
+    run["env"] = run["env"][0] if len(run["env"]) == 1 else tuple(run["env"])
+    config = TrainConfig(**run)
+    overrides = flags.given(args, GRPOConfig, skip=("seed",))
+    if overrides:
+        config = config.replace(grpo=recipes.grpo_config(config.env, config.model, config.preset, **overrides))
+    return config
 
 
 def add_sft_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``textgym sft`` (``SFTConfig``)."""
-    _add_common(parser)
-    parser.add_argument("--output-dir", default=None, help="run directory (default runs/<env>-sft-<backend>); the model is written to final/")
-    parser.add_argument("--steps", type=int, default=None, help="optimiser steps (default: the tiny recipe's, else 100)")
-    parser.add_argument("--demos", type=int, default=None, help="oracle demonstrations to collect")
-    parser.add_argument("--oracle-kwargs", type=json_object, default=None, help="JSON keyword arguments of the env's oracle_action")
-    parser.add_argument("--batch-size", type=int, default=16, help="demonstrations per step")
-    parser.add_argument("--lr", type=float, default=None, help="peak learning rate (warm-up, then cosine decay)")
-    parser.add_argument("--max-length", type=int, default=1024, help="longest packed sequence in tokens")
-    parser.add_argument("--micro-batch-size", type=int, default=16, help="sequences per forward/backward")
-    parser.add_argument("--num-envs", type=int, default=32, help="vector env width for collecting demonstrations")
+    """Options of ``textgym sft``: every ``SFTConfig`` field."""
+    flags.add_fields(parser, SFTConfig, required=("env",))
 
 
 def run_sft(args: argparse.Namespace) -> int:
     """``textgym sft``: warm-start a model on oracle demonstrations; print where it was written."""
     from textgym.algos.sft import sft
 
-    config = SFTConfig(
-        env=args.env,
-        env_kwargs=args.env_kwargs,
-        backend=args.backend,
-        model=args.model,
-        output_dir=args.output_dir or _default_dir(args.env, f"sft-{args.backend}"),
-        steps=args.steps,
-        demos=args.demos,
-        oracle_kwargs=args.oracle_kwargs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        max_length=args.max_length,
-        micro_batch_size=args.micro_batch_size,
-        chat_template=args.chat_template,
-        seed=args.seed,
-        num_envs=args.num_envs,
-        threads=args.threads,
-        progress=args.progress,
-    )
-    final = sft(config)
+    final = sft(SFTConfig(**flags.given(args, SFTConfig)))
     print(f"SFT model written to {final}")
     return 0
-
-
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--env", required=True, help="environment id, e.g. textgym/Sudoku-v0")
-    parser.add_argument("--env-kwargs", type=json_object, default=None, help="JSON object of gym.make keyword arguments")
-    parser.add_argument("--backend", choices=["jax", "torch"], default="torch", help="training framework; nothing else changes")
-    parser.add_argument("--model", default="tiny", help="local Hugging Face model directory, or 'tiny' (created offline)")
-    parser.add_argument("--chat-template", choices=["auto", "model", "compact"], default="auto",
-                        help="'compact' drops the system turn and tool list (default for tiny)")
-    parser.add_argument("--seed", type=int, default=0, help="seeds tasks, sampling and the tiny init")
-    parser.add_argument("--threads", type=int, default=None, help="intra-op CPU threads of the backend (tiny recipe: 1)")
-    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
-
-
-def _add_field(group: Any, name: str, hint: Any) -> None:
-    flag = "--" + name.replace("_", "-")
-    choices = get_args(hint)
-    if choices and all(isinstance(c, str) for c in choices):
-        group.add_argument(flag, choices=choices, default=None)
-    elif hint is bool:
-        group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
-    else:
-        kind = next((t for t in (int, float) if t is hint or t in choices), float)
-        group.add_argument(flag, type=kind, default=None)
-
-
-def _default_dir(env: str, suffix: str) -> str:
-    return f"runs/{env.split('/')[-1].lower()}-{suffix}"
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
     from rich.console import Console
 
     console = Console()
-    before, after = summary.get("before"), summary.get("after")
+    before, after, best = summary.get("before"), summary.get("after"), summary.get("best")
     if before and after:
         gain = 100 * (after["success"] - before["success"])
         console.print(
             f"held-out success: {before['success']:.1%} (step {before['step']}) -> {after['success']:.1%} "
             f"(step {after['step']}), {gain:+.1f} points in {summary['minutes']} min"
         )
+    if best:
+        console.print(f"best held-out success: {best['success']:.1%} at step {best['step']} ({best['path']})")
     console.print(f"run directory: {summary['output_dir']}")

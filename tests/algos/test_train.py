@@ -224,13 +224,16 @@ def test_cli_arguments_build_the_config():
     assert cfg.backend == "jax" and cfg.steps == 7 and cfg.env_kwargs == {"size": 4}
     assert cfg.grpo.lr == 0.01 and cfg.grpo.group_size == 4 and cfg.grpo.loss_aggregation == "constant"
     assert cfg.grpo.mask_truncated is True
-    assert cfg.output_dir == "runs/sudoku-v0-jax"
+    assert cfg.output_dir is None and recipes.resolve_train(cfg).output_dir == "runs/sudoku-v0-jax"
     # Unset GRPO fields come from the tiny recipe for this env.
     assert cfg.grpo.max_new_tokens == 64 and cfg.grpo.num_iterations == 2
     sft_parser = argparse.ArgumentParser()
     train_module.add_sft_arguments(sft_parser)
     sft_args = sft_parser.parse_args(["--env", "textgym/Sudoku-v0", "--steps", "5"])
-    assert sft_args.steps == 5 and sft_args.backend == "torch" and sft_args.model == "tiny"
+    from textgym.algos import flags
+
+    sft_cfg = SFTConfig(**flags.given(sft_args, SFTConfig))  # unset flags: the dataclass's defaults
+    assert sft_cfg.steps == 5 and sft_cfg.backend == "torch" and sft_cfg.model == "tiny"
 
 
 def test_the_warm_start_can_demonstrate_other_tasks_than_grpo_trains_on():
@@ -312,3 +315,52 @@ def test_importing_the_training_loop_imports_no_framework():
     code = "import sys, textgym.algos.train, textgym.algos.sft; print(sorted(m for m in ('torch', 'jax', 'flax') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_help_documents_every_flag_from_the_config_docstrings():
+    from textgym.algos import flags
+
+    parser = argparse.ArgumentParser()
+    train_module.add_train_arguments(parser)
+    actions = {a.dest: a for a in parser._actions if a.dest != "help"}
+    import dataclasses as dc
+
+    wanted = {f.name for f in dc.fields(TrainConfig)} - {"grpo"} | {f.name for f in dc.fields(GRPOConfig)} - {"seed"}
+    assert set(actions) == wanted
+    for name, action in actions.items():
+        assert action.help and "See " not in action.help, name  # a real description, never a pointer
+    assert "(default: 64)" in actions["num_envs"].help and "(default: 0.0)" in actions["kl_beta"].help
+    # Today's flag names.
+    for flag in ("--kl-beta", "--steps", "--stop-after", "--output-dir", "--no-plot", "--no-resume", "--top-p", "--mesh", "--env-weights"):
+        assert flag in parser._option_string_actions, flag
+    assert flags.field_docs(GRPOConfig).keys() >= {f.name for f in dc.fields(GRPOConfig)}
+
+
+def test_presets_are_named_and_bad_flags_are_one_line_errors(capsys):
+    from textgym.cli import main
+
+    parser = argparse.ArgumentParser()
+    train_module.add_train_arguments(parser)
+    args = parser.parse_args(["--env", ENV_ID, "--preset", "sudoku-tiny", "--model", "some/dir", "--lr", "0.5"])
+    cfg = recipes.resolve_train(train_module.train_config_from_args(args))
+    assert cfg.steps == recipes.PRESETS["sudoku-tiny"]["steps"] and cfg.grpo.lr == 0.5 and cfg.grpo.num_iterations == 2
+    assert main(["train", "--env", ENV_ID, "--preset", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("textgym train: error:") and "sudoku-tiny" in err and len(err.strip().splitlines()) == 1
+    assert main(["train", "--env", ENV_ID, "--backend", "torch", "--mesh", "data=2"]) == 2
+
+
+def test_a_mixture_of_envs_trains_and_reports_each_env(model_dir, tmp_path):
+    cfg = config(model_dir, tmp_path / "mix", env=(ENV_ID, TWO_TURN_ID), env_weights=(0.5, 0.5), steps=2, plot=True)
+    summary = train_module.train(cfg)
+    records = read_metrics(tmp_path / "mix" / "metrics.jsonl")
+    for name in ("AsciiFirst-v0", "TwoTurn-v0"):
+        assert f"train/{name}/reward" in records[1] and f"eval/{name}/success" in records[0]
+        assert summary["envs"][name]["before"]["step"] == 0 and summary["envs"][name]["after"]["step"] == 2
+    assert records[1]["train/turns"] > 1.0  # the two-turn env played its share
+    assert summary["best"]["step"] in (0, 2) and (tmp_path / "mix" / "best" / "model.safetensors").is_file()
+    parser = argparse.ArgumentParser()
+    train_module.add_train_arguments(parser)
+    args = parser.parse_args(["--env", ENV_ID, "--env", TWO_TURN_ID, "--env-weights", "0.25,0.75"])
+    assert train_module.train_config_from_args(args).env == (ENV_ID, TWO_TURN_ID)
+    assert train_module.prompt_shares(train_module.train_config_from_args(args).replace(prompts_per_step=4)) == [1, 3]
