@@ -55,6 +55,8 @@ def leftovers(box):
     """
 
     def count() -> int:
+        if not box._all:  # a test that brought its own sandbox
+            box.run(PROBE, [Call(name="f")])
         (worker,) = box._all
         if worker.cgroup is None:
             return len(box.run(PROBE, [Call(name="f")]).results[0].value) - 3
