@@ -34,7 +34,8 @@ class SFTConfig:
         env: Registered env id, e.g. ``textgym/Sudoku-v0``.
         env_kwargs: Keyword arguments of ``gym.make``.
         backend: ``jax`` or ``torch``; nothing else depends on it.
-        model: A local Hugging Face model directory, or ``tiny`` (created in ``output_dir``).
+        model: A Hugging Face model directory, a ``.gguf`` file (converted once, cached) or a preset:
+            ``tiny`` (created in ``output_dir``), ``smollm2-135m`` (see :mod:`textgym.algos.models`).
         preset: A named preset of :data:`textgym.algos.recipes.PRESETS` (e.g. ``sudoku-tiny``)
             that fills the fields left unset; ``None``: the preset for this env and model, if any.
         output_dir: Where the run writes ``final/`` (a HF directory) and ``sft_metrics.jsonl``
@@ -98,7 +99,7 @@ class TrainConfig:
         env_kwargs: Keyword arguments of ``gym.make`` (``None``: the preset's, else ``{}``); for
             a mixture, an object keyed by env id gives each env its own.
         backend: ``jax`` or ``torch``.
-        model: A local Hugging Face model directory, or ``tiny``.
+        model: A Hugging Face model directory, a ``.gguf`` file or a preset (``tiny``, ``smollm2-135m``).
         preset: A named preset of :data:`textgym.algos.recipes.PRESETS` (e.g. ``sudoku-tiny``)
             that fills the fields left unset; ``None``: the preset for this env and model, if any.
         output_dir: Run directory: checkpoints, ``metrics.jsonl``, ``curve.png``, ``summary.json``

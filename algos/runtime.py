@@ -19,7 +19,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from textgym.algos import tiny
+from textgym.algos import models, tiny
 from textgym.algos.grpo.seeds import Phase, SeedTree
 from textgym.error import require
 from textgym.policies.model import ModelPolicy
@@ -119,9 +119,9 @@ def chat_template(kind: str, model: str) -> str | None:
 
 
 def load_tokenizer(path: str | Path) -> Any:
-    """The checkpoint's tokenizer (transformers without torch: the ``tokens`` extra)."""
-    transformers = require("transformers", "tokens")
-    return transformers.AutoTokenizer.from_pretrained(str(path))
+    """The checkpoint's tokenizer (transformers without torch: the ``tokens`` extra); a clear
+    error names what is missing in a weights-only directory."""
+    return models.load_tokenizer(path)
 
 
 def quiet_transformers() -> None:

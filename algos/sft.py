@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from textgym.algos import recipes, runtime, tiny
+from textgym.algos import models, recipes, runtime
 from textgym.algos.config import SFTConfig
 from textgym.algos.grpo import Batch, GRPOConfig, SeedTree, pack
 from textgym.algos.metrics import MetricsLog, progress_bar
@@ -97,7 +97,7 @@ def sft(config: SFTConfig) -> Path:
     if (final / "config.json").is_file():
         return final
     out.mkdir(parents=True, exist_ok=True)
-    model_dir = tiny.resolve(config.model, out, seed=config.seed)
+    model_dir = models.resolve(config.model, out, seed=config.seed, progress=config.progress)
     template = runtime.chat_template(config.chat_template, config.model)
     backend = runtime.load_backend(config.backend, config.threads)
     policy = backend.load_policy(model_dir)

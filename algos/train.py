@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from textgym.algos import flags, recipes, runtime, tiny
+from textgym.algos import flags, models, recipes, runtime
 from textgym.algos.config import SFTConfig, TrainConfig
 from textgym.algos.grpo import GRPOConfig, SeedTree, drop_zero_std_groups, pack
 from textgym.algos.grpo.seeds import eval_seeds
@@ -61,7 +61,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
     (out / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2) + "\n", encoding="utf-8")
     started = time.perf_counter()
 
-    start_model = sft_warm_start(config) if config.sft_steps else tiny.resolve(config.model, out, seed=config.seed)
+    start_model = sft_warm_start(config) if config.sft_steps else models.resolve(config.model, out, seed=config.seed, progress=config.progress)
     backend = runtime.load_backend(config.backend, config.threads)
     checkpoint = latest_checkpoint(out) if config.resume else None
     policy = backend.load_policy(checkpoint or start_model)

@@ -10,6 +10,10 @@ Example::
 
     textgym eval textgym/Workplace-v0 --policy oracle --policy random \\
         --policy openai:Qwen/Qwen3-8B@http://localhost:8000/v1 --episodes 50 --k 4 --plot profile.png
+
+A ``model:<dir|file.gguf|preset>`` policy plays in token space: its episodes run through a
+:class:`~textgym.wrappers.TokenObservation` of the same env and seeds, batched through the
+``--backend``'s sampler, and land in the same table, plot and JSONL (with their token ids).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -36,7 +41,7 @@ from textgym.rollout import Rollout
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """A ``--policy`` value: ``oracle``, ``random`` or ``openai:<model>@<base_url>``."""
+    """A ``--policy`` value: ``oracle``, ``random``, ``openai:<model>@<base_url>`` or ``model:<model>``."""
 
     kind: str
     model: str | None = None
@@ -44,12 +49,14 @@ class PolicySpec:
 
     @property
     def name(self) -> str:
-        return self.kind if self.kind != "openai" else f"openai:{self.model}"
+        return self.kind if self.model is None else f"{self.kind}:{self.model}"
 
     @classmethod
     def parse(cls, text: str) -> "PolicySpec":
         if text in ("oracle", "random"):
             return cls(text)
+        if text.startswith("model:") and len(text) > len("model:"):
+            return cls("model", text[len("model:") :])
         if text.startswith("openai:"):
             # The URL starts at the "@" followed by a scheme, so model names may contain "@".
             rest = text[len("openai:") :]
@@ -59,7 +66,8 @@ class PolicySpec:
                     return cls("openai", rest[:at], rest[at + 1 :])
         raise ValueError(
             f"--policy must be oracle, random or openai:<model>@<base_url> "
-            f"(e.g. openai:Qwen/Qwen3-8B@http://localhost:8000/v1), got {text!r}"
+            f"(e.g. openai:Qwen/Qwen3-8B@http://localhost:8000/v1), or model:<dir|file.gguf|preset> "
+            f"(e.g. model:smollm2-135m), got {text!r}"
         )
 
 
@@ -239,7 +247,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         metavar="SPEC",
-        help="oracle, random or openai:<model>@<base_url>; repeat to compare (default: oracle and random)",
+        help="oracle, random, openai:<model>@<base_url> or model:<dir|file.gguf|preset>; repeat to compare "
+        "(default: oracle and random)",
     )
     parser.add_argument("--episodes", type=int, default=20, help="tasks (seeds) per policy")
     parser.add_argument("--seed", type=seed_int, default=0, help="first seed (>= 0); tasks use seed, seed+1, ...")
@@ -254,8 +263,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     openai.add_argument("--concurrency", type=int, default=8, help="requests in flight per policy")
     openai.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     openai.add_argument("--max-retries", type=int, default=2, help="retries per request")
-    openai.add_argument("--temperature", type=float, default=1.0)
-    openai.add_argument("--max-tokens", type=int, default=None)
+    sampling = parser.add_argument_group("openai and model policies")
+    sampling.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0: greedy)")
+    sampling.add_argument("--max-tokens", type=int, default=None, help="most tokens per turn (model policies: 256)")
+    local = parser.add_argument_group("model policies")
+    local.add_argument("--backend", choices=("jax", "torch"), default="torch", help="whose sampler runs model: policies")
+    local.add_argument("--threads", type=int, default=None, help="intra-op CPU threads of the backend (1 is fastest on a busy machine)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -268,20 +281,26 @@ def run(args: argparse.Namespace) -> int:
 
     console = make_console()
     seeds = list(range(args.seed, args.seed + args.episodes))
-    policies = {spec.name: _policy_factory(spec, args) for spec in specs}
+    # Models load (and a GGUF file converts, with its own progress) before the bars start.
+    models = {spec: _model_policy(spec, args) for spec in specs if spec.kind == "model"}
+    policies = {spec.name: _policy_factory(spec, args) for spec in specs if spec.kind != "model"}
     categories = task_categories(args.env_id, seeds, args.env_kwargs)
-    venv = gym.make_vec(
-        args.env_id, num_envs=args.num_envs, vectorization_mode=args.vectorization_mode, **args.env_kwargs
-    )
     total = args.episodes * args.k
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    try:
-        with Progress(*columns, console=console, transient=True) as progress:
-            bars = {name: progress.add_task(name, total=total) for name in policies}
-
-            reports = evaluate(venv, policies, seeds, args.k, categories, lambda name, n: progress.advance(bars[name], n))
-    finally:
-        venv.close()
+    done: dict[str, PolicyReport] = {}
+    with Progress(*columns, console=console, transient=True) as progress:
+        bars = {spec.name: progress.add_task(spec.name, total=total) for spec in specs}
+        advance = lambda name, n: progress.advance(bars[name], n)  # noqa: E731
+        # Text policies share one vector env; each model plays a token env with its own tokenizer.
+        groups = [(_text_venv, policies)] if policies else []
+        groups += [(partial(_token_venv, spec=spec, tokenizer=m.tokenizer), {spec.name: lambda venv, m=m: m}) for spec, m in models.items()]
+        for make_venv, group in groups:
+            venv = make_venv(args)
+            try:
+                done |= {r.name: r for r in evaluate(venv, group, seeds, args.k, categories, advance)}
+            finally:
+                venv.close()
+    reports = [done[spec.name] for spec in specs]
     _print_tables(console, args.env_id, reports, args.episodes, args.k)
     if args.out:
         _write(args.out, reports)
@@ -299,7 +318,7 @@ def _validate(args: argparse.Namespace) -> list[PolicySpec]:
         if args.env_id not in gym.registry:
             known = ", ".join(e for e in gym.registry if e.startswith("textgym/"))
             raise ValueError(f"unknown environment id {args.env_id!r}; known ids: {known}")
-        for flag, value in (("--episodes", args.episodes), ("--k", args.k), ("--num-envs", args.num_envs)):
+        for flag, value in (("--episodes", args.episodes), ("--k", args.k), ("--num-envs", args.num_envs), ("--max-tokens", args.max_tokens or 1), ("--threads", args.threads or 1)):
             if value < 1:
                 raise ValueError(f"{flag} must be >= 1, got {value}")
         specs = [PolicySpec.parse(p) for p in (args.policy or ["oracle", "random"])]
@@ -313,6 +332,26 @@ def _validate(args: argparse.Namespace) -> list[PolicySpec]:
         print(f"textgym eval: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     return specs
+
+
+def _text_venv(args: argparse.Namespace) -> gym.vector.VectorEnv:
+    return gym.make_vec(args.env_id, num_envs=args.num_envs, vectorization_mode=args.vectorization_mode, **args.env_kwargs)
+
+
+def _token_venv(args: argparse.Namespace, spec: PolicySpec, tokenizer: Any) -> gym.vector.VectorEnv:
+    from textgym.algos import runtime
+
+    template = runtime.chat_template("auto", spec.model)  # the tiny preset's compact one, else the model's
+    return runtime.token_venv(args.env_id, args.env_kwargs, tokenizer, template, args.num_envs, args.vectorization_mode)
+
+
+def _model_policy(spec: PolicySpec, args: argparse.Namespace) -> Any:
+    from textgym.policies import ModelPolicy
+
+    return ModelPolicy.load(
+        spec.model, backend=args.backend, max_new_tokens=args.max_tokens or 256, temperature=args.temperature, seed=args.seed,
+        threads=args.threads,
+    )
 
 
 def _policy_factory(spec: PolicySpec, args: argparse.Namespace) -> Callable[[gym.vector.VectorEnv], Policy]:

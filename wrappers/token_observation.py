@@ -31,6 +31,7 @@ from textgym.error import InvalidAction, ResetNeeded, TemplateError, TextGymErro
 from textgym.messages import thaw
 from textgym.rollout import TokenTrajectory
 from textgym.spaces import TokenSequence
+from textgym.tool_prompt import probe as probe_tool_prompt
 
 # Stands in for the assistant's text when the template's framing of a turn is measured.
 _PLACEHOLDER = "TextGym-Assistant-Turn"  # no edge whitespace: templates may trim
@@ -61,6 +62,8 @@ class TokenObservation(gym.Wrapper):
       :class:`~textgym.rollout.TokenTrajectory` with the ids, the loss mask (1 exactly on the
       sampled ids), the logprobs (when every turn gave them), the ``[start, end)`` span of each
       policy turn and the final conversation.
+    * Tools: the env's tool schemas are passed to the template as ``tools=``; a template that
+      drops them gets them in the system message instead (:mod:`textgym.tool_prompt`).
 
     Args:
         env: An env whose observation is the whole conversation (a sequence of chat messages)
@@ -104,6 +107,7 @@ class TokenObservation(gym.Wrapper):
         added = getattr(tokenizer, "added_tokens_decoder", {})
         self._special_ids = {int(i) for i in tokenizer.all_special_ids} | {int(i) for i, t in added.items() if t.special}
         self._tools: list[dict[str, Any]] | None = None
+        self._tool_prompt = probe_tool_prompt(tokenizer, chat_template)  # tools reach templates that drop them
         self._probe()
         self._rendered = ""  # the template's rendering of the conversation so far
         self._conversation: tuple = ()
@@ -235,9 +239,10 @@ class TokenObservation(gym.Wrapper):
     # ----- the chat template -----
 
     def _render(self, messages: Sequence[Mapping[str, Any]], generation_prompt: bool) -> str:
+        messages, tools = self._tool_prompt.apply([thaw(m) for m in messages], self._tools)
         return self.tokenizer.apply_chat_template(
-            [thaw(m) for m in messages],
-            tools=self._tools,
+            messages,
+            tools=tools,
             chat_template=self.chat_template,
             tokenize=False,
             add_generation_prompt=generation_prompt,

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from textgym.algos.grpo.batch import PromptSplit
+from textgym.algos.models import has_tokenizer
 from textgym.algos.torch.sampler import generate, token_logprobs
 
 
@@ -65,7 +66,7 @@ class Policy:
 
     Attributes:
         model: The ``torch.nn.Module`` (trained in place by :class:`~textgym.algos.torch.Learner`).
-        tokenizer: The checkpoint's tokenizer.
+        tokenizer: The checkpoint's tokenizer (None for a weights-only directory).
         eos_ids: Ids that end a generated turn (``generation_config.json``, else ``config.json``).
         pad_id: Id written after a finished sequence inside the batch.
         path: Where the checkpoint was loaded from.
@@ -78,7 +79,7 @@ class Policy:
         eos = model.generation_config.eos_token_id if model.generation_config is not None else None
         if eos is None:
             eos = model.config.eos_token_id
-        if eos is None:
+        if eos is None and tokenizer is not None:
             eos = tokenizer.eos_token_id
         self.eos_ids = sorted({int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])})
         pad = model.config.pad_token_id
@@ -162,7 +163,7 @@ class Policy:
 
 
 def load_policy(path: str | os.PathLike, *, dtype: str = "float32", device: str | torch.device = "cpu") -> Policy:
-    """Load a local Hugging Face causal-LM directory (config.json, safetensors, tokenizer).
+    """Load a local Hugging Face causal-LM directory (config.json, safetensors, tokenizer if any).
 
     Args:
         path: The checkpoint directory (``AutoModelForCausalLM`` and ``AutoTokenizer`` read it).
@@ -178,5 +179,6 @@ def load_policy(path: str | os.PathLike, *, dtype: str = "float32", device: str 
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=getattr(torch, dtype))
     model.to(device)
     model.train()
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    # A weights-only directory has no tokenizer; only text needs one (models.load_tokenizer says so).
+    tokenizer = AutoTokenizer.from_pretrained(str(path)) if has_tokenizer(path) else None
     return Policy(model, tokenizer, path)

@@ -1,4 +1,10 @@
-"""Adapt a local model's batched ``generate`` to the policy protocol, for token envs."""
+"""Adapt a local model's batched ``generate`` to the policy protocol, for token envs.
+
+:meth:`ModelPolicy.load` takes what ``--model`` takes (a HF directory, a ``.gguf`` file, a preset)
+and loads it on either backend; the env that feeds it is a
+:class:`~textgym.wrappers.TokenObservation` with its tokenizer, which shows the env's tools to
+the model whatever its chat template does with them (:mod:`textgym.tool_prompt`).
+"""
 
 from __future__ import annotations
 
@@ -37,6 +43,9 @@ class ModelPolicy:
         top_p: Nucleus sampling threshold, passed to ``generate`` when below 1.
     """
 
+    tokenizer: Any = None
+    """The model's tokenizer when made by :meth:`load` (for the ``TokenObservation`` env)."""
+
     def __init__(self, model: Generator, max_new_tokens: int = 256, temperature: float = 1.0, seed: int = 0, top_p: float = 1.0):
         if not callable(getattr(model, "generate", None)):
             raise TypeError(f"expected a model with a generate(prompts, ...) method, got {type(model).__name__}")
@@ -56,6 +65,40 @@ class ModelPolicy:
     def call_seed(self, call: int) -> int:
         """The sampling seed of the ``call``-th ``act`` (0-based)."""
         return self.seed + call
+
+    @classmethod
+    def load(
+        cls,
+        model: str,
+        *,
+        backend: str = "torch",
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
+        seed: int = 0,
+        threads: int | None = None,
+        progress: bool = True,
+    ) -> "ModelPolicy":
+        """A policy sampling from ``model`` with the ``jax`` or ``torch`` backend's sampler.
+
+        Args:
+            model: A HF directory, a ``.gguf`` file (converted once, cached) or a preset
+                (``tiny``, ``smollm2-135m``): see :func:`textgym.algos.models.resolve`.
+            backend: ``jax`` or ``torch``.
+            max_new_tokens, temperature, seed: As for the constructor.
+            threads: The backend's intra-op CPU threads (see :func:`textgym.algos.runtime.load_backend`).
+            progress: Show a GGUF conversion's progress.
+
+        Raises:
+            FileNotFoundError: ``model`` names nothing loadable, or its directory has no tokenizer.
+        """
+        from textgym.algos import models, runtime
+
+        runtime.quiet_transformers()
+        path = models.resolve(model, seed=seed, progress=progress)
+        tokenizer = models.load_tokenizer(path)  # before the backend: a missing tokenizer fails fast
+        policy = cls(runtime.load_backend(backend, threads).load_policy(path), max_new_tokens, temperature, seed)
+        policy.tokenizer = tokenizer
+        return policy
 
     def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]] | None = None) -> PolicyOutput:
         prompts = []

