@@ -146,7 +146,9 @@ class Sandbox:
         """
         with self._lock:
             if self._idle and not self._waiters:
-                worker = self._idle.pop()
+                # The one idle longest: its zygote has had the most time to kill the last
+                # program and fork the next spare, which it does after the replies are out.
+                worker = self._idle.pop(0)
             elif len(self._all) < self.size:
                 worker = Worker(self.backend, self.limits)
                 self._all.add(worker)

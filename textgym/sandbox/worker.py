@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
-import selectors
+import select
 import shlex
 import shutil
 import signal
@@ -77,6 +78,8 @@ class Worker:
             for fd in fds:
                 os.close(fd)
         self._partial = []
+        os.set_blocking(self.proc.stdin.fileno(), False)
+        os.set_blocking(self.proc.stdout.fileno(), False)
         try:
             ready = self.exchange([config], START_TIMEOUT)[0]
         except WorkerDied as exc:
@@ -97,36 +100,35 @@ class Worker:
         assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
         out = b"".join(json.dumps(r).encode() + b"\n" for r in requests)
         replies: list[dict[str, Any]] = []
-        stdin, stdout = self.proc.stdin.fileno(), self.proc.stdout.fileno()
-        os.set_blocking(stdin, False)
-        os.set_blocking(stdout, False)
+        stdin, stdout = self.proc.stdin.fileno(), self.proc.stdout.fileno()  # non-blocking since start
         deadline = time.monotonic() + timeout
-        with selectors.DefaultSelector() as sel:
-            sel.register(stdout, selectors.EVENT_READ)
-            if out:
-                sel.register(stdin, selectors.EVENT_WRITE)
-            while len(replies) < len(requests):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise WorkerDied("the sandbox worker did not answer in time", replies)
-                for key, _ in sel.select(left):
-                    if key.fd == stdin:
-                        try:
-                            out = out[os.write(stdin, out):]
-                        except BrokenPipeError:
-                            out = b""
-                        if not out:
-                            sel.unregister(stdin)
-                        continue
+        out = _write_some(stdin, out)  # a submission usually fits the pipe: no poll for writing
+        poller = select.poll()  # no kernel object to make and close per exchange, unlike epoll
+        poller.register(stdout, select.POLLIN)
+        if out:
+            poller.register(stdin, select.POLLOUT)
+        while len(replies) < len(requests):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerDied("the sandbox worker did not answer in time", replies)
+            for fd, _ in poller.poll(math.ceil(left * 1000)):
+                if fd == stdin:
+                    out = _write_some(stdin, out)
+                    if not out:
+                        poller.unregister(stdin)
+                    continue
+                try:
                     chunk = os.read(stdout, 1 << 16)
-                    if not chunk:
-                        raise WorkerDied("the sandbox worker exited", replies)
-                    if b"\n" not in chunk:  # only new bytes are searched: linear in the reply
-                        self._partial.append(chunk)
-                        continue
-                    *lines, rest = b"".join([*self._partial, chunk]).split(b"\n")
-                    self._partial = [rest]
-                    replies.extend(_reply(line) for line in lines)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    raise WorkerDied("the sandbox worker exited", replies)
+                if b"\n" not in chunk:  # only new bytes are searched: linear in the reply
+                    self._partial.append(chunk)
+                    continue
+                *lines, rest = b"".join([*self._partial, chunk]).split(b"\n")
+                self._partial = [rest]
+                replies.extend(_reply(line) for line in lines)
         return replies
 
     def stop(self) -> None:
@@ -153,6 +155,16 @@ class Worker:
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
+
+
+def _write_some(fd: int, data: bytes) -> bytes:
+    """Write what the pipe takes now; the rest (nothing once the worker is gone) is returned."""
+    try:
+        return data[os.write(fd, data) :] if data else data
+    except BlockingIOError:
+        return data
+    except BrokenPipeError:
+        return b""
 
 
 def _reply(line: bytes) -> dict[str, Any]:

@@ -343,6 +343,8 @@ class Zygote:
             end = end if end < 0 else len(self.inbox) - len(chunk) + end
         line = bytes(self.inbox[:end])
         del self.inbox[: end + 1]  # cheap at the front of a bytearray: the queue stays linear
+        if line.startswith(CALL):  # relayed to the child as it is: parsed only if we must answer it
+            return {"op": "call"}, line + b"\n"
         try:
             req = json.loads(line)
         except ValueError:
@@ -390,19 +392,19 @@ class Zygote:
             if not sent or self.child is None:
                 error = self.cannot_run()
                 if error is not None:
-                    for req, _ in batch:
-                        self.send({"op": "call", "id": req.get("id"), **error})
+                    for _, raw in batch:
+                        self.send({"op": "call", "id": request_id(raw), **error})
                     return
                 self.child.pending += b"".join(raw for _, raw in batch)
             sent = False  # after a death, what is left goes to a fresh child
             proc = self.child
             while batch and proc is self.child:
-                req, _ = batch.pop(0)
+                _, raw = batch.pop(0)
                 answer = self.wait_reply(float(self.cfg["call_timeout"]))
                 if isinstance(answer, bytes):
                     self.stdout.write(answer + b"\n")
                 else:
-                    self.send({"op": "call", "id": req.get("id"), **answer})
+                    self.send({"op": "call", "id": request_id(raw), **answer})
 
     def cannot_run(self):
         """Why calls cannot run now (as a reply), or None once a loaded child is ready."""
@@ -668,6 +670,17 @@ class Zygote:
                 return
             if got == 0:
                 return
+
+
+CALL = b'{"op": "call", '  # how the host's call requests begin (``Call.request``, json.dumps)
+
+
+def request_id(raw):
+    """The id of a call request line, or None."""
+    try:
+        return json.loads(raw).get("id")
+    except (ValueError, AttributeError):
+        return None
 
 
 def _as_dict(line):
