@@ -33,7 +33,8 @@ class WrongGridPolicy:
 
 
 class SampledOraclePolicy:
-    """The oracle's text as sampled ids with a stop token and made-up logprobs (a token env's records)."""
+    """Sampled ids with a stop token and made-up logprobs (a token env's records): the oracle's answer
+    in even slots, the wrong grid in odd ones, so each GRPO group has a winner and a loser."""
 
     def __init__(self, venv, tokenizer):
         self.venv, self.tok = venv, tokenizer
@@ -41,6 +42,7 @@ class SampledOraclePolicy:
     def act(self, observations, infos=None):
         actions, logprobs = [], []
         for k, text in enumerate(self.venv.call("oracle_action")):
+            text = text if k % 2 == 0 else WRONG_GRID
             ids = np.asarray(self.tok.encode(text, add_special_tokens=False) + [self.tok.eos_token_id], np.int32)
             actions.append(ids)
             logprobs.append(-np.linspace(0.05, 5.0, ids.size, dtype=np.float32) * (1 + k % 2))
@@ -76,7 +78,7 @@ def record_files(tmp_path_factory) -> dict[str, Path]:
         rollouts = collect(venv, SampledOraclePolicy(venv, tok), seeds=[10 * step, 10 * step + 1], group_size=2)
         with open(run / "rollouts" / f"step_{step:06d}.jsonl", "w") as fh:
             for k, r in enumerate(rollouts):
-                fh.write(json.dumps({"step": step, "advantage": 0.5 - k % 2, **r.to_dict()}) + "\n")
+                fh.write(json.dumps({"step": step, "advantage": r.reward - 0.5, **r.to_dict()}) + "\n")  # Dr. GRPO's
     venv.close()
     tok.save_pretrained(run / "final")  # where a run keeps its tokenizer
     files["run"] = run
@@ -116,6 +118,7 @@ def screenshot():
     def save(element, name: str) -> None:
         if folder:
             Path(folder).mkdir(parents=True, exist_ok=True)
+            element.parent.execute_script("arguments[0].scrollIntoView()", element)
             element.screenshot(str(Path(folder) / f"view-{name}.png"))
 
     return save

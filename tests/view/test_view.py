@@ -13,7 +13,7 @@ from textgym.view import build
 pytest.importorskip("selenium")
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 
 def records_in(*paths) -> list[dict]:
@@ -74,9 +74,9 @@ def test_filters_narrow_the_list(browser, page):
     Select(browser.find_element(By.ID, "f-step")).select_by_visible_text("2")
     assert len(rows(browser)) == sum(r.get("step") == 2 for r in records) == 4
     Select(browser.find_element(By.ID, "f-step")).select_by_index(0)
-    search = browser.find_element(By.ID, "f-q")
-    search.send_keys(records[3]["task_id"])
-    assert 0 < len(rows(browser)) < len(records) and all(records[3]["task_id"][:10] in r.text for r in rows(browser))
+    browser.find_element(By.ID, "f-q").send_keys(records[3]["task_id"])
+    WebDriverWait(browser, 5).until(lambda b: len(rows(b)) < len(records))  # the list follows the typing
+    assert len(rows(browser)) > 0 and all(records[3]["task_id"][:10] in r.text for r in rows(browser))
 
 
 def test_sorting_by_reward_puts_the_lowest_first_then_the_highest(browser, page):
@@ -154,7 +154,7 @@ def test_the_token_view_colours_the_loss_mask_and_shows_logprobs_and_the_group(b
     assert f"logprob {r['logprobs'][start + 2]:.3f}" in browser.find_element(By.ID, "tokinfo").text
     assert "<answer>" in "".join(s.text for s in policy)  # decoded with the run's tokenizer
     group = browser.find_element(By.ID, "group-panel")
-    assert "2 episodes" in group.text and "0.500" in group.text and "-0.500" in group.text
+    assert "2 episodes, mean reward 0.500" in group.text and "0.500" in group.text and "-0.500" in group.text
     screenshot(browser.find_element(By.ID, "token-panel"), "tokens")
     screenshot(group, "group")
 

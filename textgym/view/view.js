@@ -32,7 +32,7 @@
     env: (ep) => ep.env, policy: (ep) => ep.policy, step: (ep) => ep.step, group: (ep) => ep.group,
     end: (ep) => ep.end || "unrecorded", success: (ep) => (ep.success ? "yes" : "no"), reward: (ep) => fmt(ep.reward, 3),
   };
-  const state = { sort: "i", dir: 1, selected: null, shown: [] };
+  const state = { sort: "i", dir: 1, shown: [] };
 
   function fillFilters() {
     for (const [name, get] of Object.entries(FILTERS)) {
@@ -47,19 +47,20 @@
       select.closest("label").hidden = values.length < 2;  // nothing to choose between
       select.addEventListener("change", refresh);
     }
-    $("#f-q").addEventListener("input", refresh);
+    let typing = null;  // refresh once the typing pauses, not on every key
+    $("#f-q").addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(refresh, 120); });
   }
 
-  function matches(ep) {
-    for (const [name, get] of Object.entries(FILTERS)) {
-      const want = $("#f-" + name).value;
-      if (!want) continue;
-      const v = get(ep);
-      if ((v === null || v === undefined ? NONE : String(v)) !== want) return false;
-    }
+  function matcher() {
+    const wanted = Object.entries(FILTERS).map(([name, get]) => [get, $("#f-" + name).value]).filter(([, want]) => want);
     const q = $("#f-q").value.trim().toLowerCase();
-    if (!q) return true;
-    return [ep.task, ep.seed, ep.source, ep.env, ep.policy].some((v) => v !== null && v !== undefined && String(v).toLowerCase().includes(q));
+    return (ep) => {
+      for (const [get, want] of wanted) {
+        const v = get(ep);
+        if ((v === null || v === undefined ? NONE : String(v)) !== want) return false;
+      }
+      return !q || [ep.task, ep.seed, ep.source, ep.env, ep.policy].some((v) => v !== null && v !== undefined && String(v).toLowerCase().includes(q));
+    };
   }
 
   function compare(a, b) {
@@ -72,9 +73,8 @@
   }
 
   function refresh() {
-    state.shown = EPISODES.filter(matches).sort(compare);
-    const body = $("#episodes tbody");
-    body.replaceChildren(...state.shown.map(row));
+    state.shown = EPISODES.filter(matcher()).sort(compare);
+    $("#episodes tbody").replaceChildren(...state.shown.map(row));
     $("#count").textContent = `${state.shown.length} of ${EPISODES.length} episodes`;
     for (const th of document.querySelectorAll("#episodes th")) {
       th.classList.toggle("asc", th.dataset.key === state.sort && state.dir > 0);
@@ -99,9 +99,13 @@
     }, label))));
   }
 
+  const ROWS = new Map();  // each row is built once; filtering and sorting only re-order them
   function row(ep) {
-    return h("tr", { "data-i": ep.i, class: ep.i === state.selected ? "selected" : null, onclick: () => (location.hash = "#" + ep.i) },
-      COLUMNS.map(([key, , cell]) => h("td", { class: "c-" + key }, cell(ep))));
+    if (!ROWS.has(ep.i)) {
+      ROWS.set(ep.i, h("tr", { "data-i": ep.i, onclick: () => (location.hash = "#" + ep.i) },
+        COLUMNS.map(([key, , cell]) => h("td", { class: "c-" + key }, cell(ep)))));
+    }
+    return ROWS.get(ep.i);
   }
   const shortEnv = (env) => String(env || "").replace(/^textgym\//, "");
 
@@ -110,10 +114,10 @@
   function show(i) {
     const ep = EPISODES[i];
     if (!ep) return;
-    state.selected = i;
-    for (const tr of document.querySelectorAll("#episodes tbody tr")) tr.classList.toggle("selected", Number(tr.dataset.i) === i);
-    const selectedRow = $(`#episodes tbody tr[data-i="${i}"]`);
-    if (selectedRow) selectedRow.scrollIntoView({ block: "nearest" });
+    for (const tr of document.querySelectorAll("#episodes tbody tr.selected")) tr.classList.remove("selected");
+    const selectedRow = row(ep);
+    selectedRow.classList.add("selected");
+    if (selectedRow.isConnected) selectedRow.scrollIntoView({ block: "nearest" });
     const detail = $("#detail");
     detail.replaceChildren(...[
       h("h2", {}, `#${ep.i} · ${ep.env} · ${ep.task ?? ""}`),
@@ -288,6 +292,8 @@
 
   // ----- tokens -----
 
+  const FOLD = 300;  // env-token runs longer than this start folded
+
   function tokenPanel(ep) {
     const t = ep.tokens;
     if (!t) return h("p", { class: "note" }, "This record has no tokens (a text env, not TokenObservation).");
@@ -306,7 +312,16 @@
       const title = `token ${j} · id ${id} · ${p >= 0 ? "policy (trained)" : "env (not trained)"}` + (lp !== null ? ` · logprob ${lp.toFixed(3)}` : "");
       return h("span", { class: cls, title, "data-lp": lp === null ? null : lp.toFixed(3) }, shown);
     });
-    const box = h("div", { class: "tokens" }, spans);
+    // Long runs of env tokens (the system prompt, tool lists) fold away so the policy's turns show.
+    const chunks = [];
+    for (let j = 0; j < spans.length;) {
+      let end = j;
+      while (end < spans.length && (policy[end] >= 0) === (policy[j] >= 0)) end++;
+      const run = spans.slice(j, end);
+      chunks.push(policy[j] < 0 && run.length > FOLD ? h("details", { class: "fold" }, h("summary", {}, `${run.length} env tokens`), run) : run);
+      j = end;
+    }
+    const box = h("div", { class: "tokens" }, chunks);
     box.addEventListener("mouseover", (e) => { if (e.target.title) info.textContent = e.target.title; });
     return h("div", {},
       h("div", { class: "meta" }, meta("tokens", t.ids.length), meta("policy tokens", k),
