@@ -32,6 +32,7 @@ from textgym.messages import thaw
 from textgym.rollout import TokenTrajectory
 from textgym.spaces import TokenSequence
 from textgym.tool_prompt import probe as probe_tool_prompt
+from textgym.wrappers.chat_render import Codec, TemplateRenderer
 
 # Stands in for the assistant's text when the template's framing of a turn is measured.
 _PLACEHOLDER = "TextGym-Assistant-Turn"  # no edge whitespace: templates may trim
@@ -108,6 +109,10 @@ class TokenObservation(gym.Wrapper):
         self._special_ids = {int(i) for i in tokenizer.all_special_ids} | {int(i) for i, t in added.items() if t.special}
         self._tools: list[dict[str, Any]] | None = None
         self._tool_prompt = probe_tool_prompt(tokenizer, chat_template)  # tools reach templates that drop them
+        self._renderer = TemplateRenderer(tokenizer, chat_template)
+        self._codec = Codec(tokenizer)
+        self._thawed: dict[int, tuple] = {}  # id(message) -> (message, thawed), for one episode
+        self._closing_text: str | None = None  # the template's text after an assistant turn
         self._probe()
         self._rendered = ""  # the template's rendering of the conversation so far
         self._conversation: tuple = ()
@@ -122,10 +127,15 @@ class TokenObservation(gym.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         conversation, info = self.env.reset(seed=seed, options=options)
         self._conversation = _as_conversation(conversation)
-        self._tools = [thaw(t) for t in info.get("tools") or ()] or None
+        tools = [thaw(t) for t in info.get("tools") or ()] or None
+        if tools != self._tools:  # the same list from episode to episode: the renderer prepares it once
+            self._tools = tools
         self._chunks, self._policy, self._logprobs = [], [], []
         self._done = False
-        self._rendered = self._render(self._conversation, generation_prompt=True)
+        self._thawed = {}
+        # transformers' own rendering, which also checks the faster renderer's (chat_render.py)
+        messages, tools = self._tool_prompt.apply([self._plain(m) for m in self._conversation], self._tools)
+        self._rendered = self._renderer.check(messages, tools, True)
         self._append_env(self._rendered)
         return self._ids(), info
 
@@ -133,26 +143,33 @@ class TokenObservation(gym.Wrapper):
         if self._done:
             raise ResetNeeded("call reset() before step()" if not self._chunks else "the episode has ended; call reset()")
         previous = self._conversation
-        closing = self._closing(previous)
         cut = False  # sampled ids that end without a stop token: the sampler's max_new_tokens cut the turn
         if isinstance(action, Mapping) and "ids" not in action:
             # An assistant message (OpenAI shape, tool calls included): the env reads it as such
             # and the policy tokens are the template's rendering of what the env recorded.
+            closing = self._closing(previous)
             result = self._step_env(action, previous)
             ids, logprobs = self._message_ids(previous, closing), None
+            bridge = closing + self._env_turn(previous, self._conversation[len(previous) :])
         else:
             ids, logprobs = self._sampled(action)
+            # The closing measured at an earlier step: the one-render check below confirms it.
+            closing = self._closing(previous) if self._closing_text is None else self._closing_text
             # A sampled stop token that opens the turn's closing (<|im_end|>, <|eot_id|>) is part
             # of the trajectory but not of the message text; other special tokens stay as text.
             stop = self._decode(ids[-1:]) if ids.size and int(ids[-1]) in self._special_ids else ""
             cut = not isinstance(action, str) and ids.size > 0 and not stop
-            if stop and closing.startswith(stop):
-                result = self._step_env(self._decode(ids[:-1]), previous)
-                closing = closing[len(stop) :]
-            else:
-                result = self._step_env(self._decode(ids), previous)
+            kept = bool(stop) and closing.startswith(stop)
+            result = self._step_env(self._decode(ids[:-1] if kept else ids), previous)
+            bridge = self._one_render_bridge(previous, closing)
+            if bridge is None:  # the slow path, which re-measures the closing and names any fault
+                closing = self._closing(previous)
+                if kept != (bool(stop) and closing.startswith(stop)):
+                    raise TemplateError("the chat template closes assistant turns differently from turn to turn; " + _FIX)
+                bridge = closing + self._env_turn(previous, self._conversation[len(previous) :])
+            if kept:
+                bridge = bridge[len(stop) :]
         reward, terminated, truncated, info = result
-        bridge = closing + self._env_turn(previous, self._conversation[len(previous) :])
         self._append_policy(ids, logprobs)
         self._append_env(bridge)
         if self._done:
@@ -202,7 +219,7 @@ class TokenObservation(gym.Wrapper):
         self._policy.append(False)
 
     def _encode(self, text: str) -> np.ndarray:
-        ids = np.asarray(self.tokenizer.encode(text, add_special_tokens=False), dtype=np.int32)
+        ids = np.asarray(self._codec.encode(text), dtype=np.int32)
         if self._decode(ids) != text:
             raise TemplateError(
                 f"{type(self.tokenizer).__name__} does not decode its ids back to the text it encoded "
@@ -212,7 +229,7 @@ class TokenObservation(gym.Wrapper):
         return ids
 
     def _decode(self, ids: np.ndarray) -> str:
-        return self.tokenizer.decode(ids.tolist(), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        return self._codec.decode(ids.tolist())
 
     def _sampled(self, action: Any) -> tuple[np.ndarray, np.ndarray | None]:
         """Read an action as (ids, logprobs or None)."""
@@ -239,14 +256,34 @@ class TokenObservation(gym.Wrapper):
     # ----- the chat template -----
 
     def _render(self, messages: Sequence[Mapping[str, Any]], generation_prompt: bool) -> str:
-        messages, tools = self._tool_prompt.apply([thaw(m) for m in messages], self._tools)
-        return self.tokenizer.apply_chat_template(
-            messages,
-            tools=tools,
-            chat_template=self.chat_template,
-            tokenize=False,
-            add_generation_prompt=generation_prompt,
-        )
+        messages, tools = self._tool_prompt.apply([self._plain(m) for m in messages], self._tools)
+        return self._renderer.render(messages, tools, generation_prompt)
+
+    def _plain(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        """``thaw(message)``, once per message: the messages never change, and every step renders them all."""
+        hit = self._thawed.get(id(message))
+        if hit is None or hit[0] is not message:
+            hit = self._thawed[id(message)] = (message, thaw(message))
+        return hit[1]
+
+    def _one_render_bridge(self, previous: tuple, closing: str) -> str | None:
+        """The text after the sampled turn, from one rendering of the conversation, or None.
+
+        The rendering must be the previous one, the assistant's text verbatim, the closing and
+        then the env's part: that one comparison is the prefix check of the three renderings in
+        :meth:`_closing` and :meth:`_env_turn` (issue 14: they were ~20 ms per Sudoku episode).
+        A turn it does not fit (tool calls in the message, a template that trims or rewrites)
+        goes the slow way, which checks each part and explains a failure.
+        """
+        message = self._conversation[len(previous)]
+        if message.get("tool_calls") or not isinstance(message.get("content"), str):
+            return None
+        after = self._render(self._conversation, generation_prompt=not self._done)
+        head = self._rendered + message["content"] + closing
+        if not after.startswith(head):
+            return None
+        self._rendered = after
+        return closing + after[len(head) :]
 
     def _probe(self) -> None:
         """Fail at construction for a template that rewrites past turns (the per-step checks only
@@ -281,7 +318,8 @@ class TokenObservation(gym.Wrapper):
                 "the chat template does not render an assistant turn as its generation prompt followed by the "
                 f"message text verbatim (the turn renders as {framed[len(prompt) - 40 :][:120]!r}); " + _FIX
             )
-        return framed[len(prompt) + len(_PLACEHOLDER) :]
+        self._closing_text = framed[len(prompt) + len(_PLACEHOLDER) :]
+        return self._closing_text
 
     def _message_ids(self, previous: tuple, closing: str) -> np.ndarray:
         """Policy ids for an assistant message: its rendering between generation prompt and closing."""

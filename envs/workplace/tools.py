@@ -168,7 +168,7 @@ class _Where:
         self.table = table
         self.conds: list[str] = []
         self.params: list[Any] = []
-        self.narrowed = False  # whether an index (trigram, dates) picks few candidate rows
+        self.narrowed = False  # whether to find the matches once (words, an end time), then page them
 
     def add(self, cond: str, *params: Any) -> None:
         self.conds.append(cond)
@@ -177,7 +177,7 @@ class _Where:
     def words(self, text: str) -> None:
         """Every word of ``text`` must appear (case-insensitively) in one of the table's ``search`` columns.
 
-        The LIKE conditions decide; the trigram index only narrows the rows they are tried on
+        The LIKE conditions decide; a trigram index (emails) only narrows the rows they are tried on
         first. It folds case by Unicode rules where LIKE folds ASCII only, so it finds every row
         that LIKE accepts (and perhaps more): results are LIKE's, exactly, at index speed. Words
         under three characters have no trigram and are left to LIKE alone.
@@ -185,9 +185,9 @@ class _Where:
         table = self.table
         words = text.split()
         indexed = ['"' + w.replace('"', '""') + '"' for w in words if len(w) >= 3 and "\0" not in w]
-        if indexed:
+        if indexed and table.trigram:
             self.add(f'rowid IN (SELECT rowid FROM "{table.fts}" WHERE "{table.fts}" MATCH ?)', " AND ".join(indexed))
-            self.narrowed = True
+        self.narrowed = self.narrowed or bool(words)  # one scan for count and page: LIKE is the cost
         columns = table.search
         for word in words:
             self.add("(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in columns) + ")", *[_like(word)] * len(columns))
@@ -299,7 +299,7 @@ class WorkplaceTools:
 
     def _page(self, table: S.Table, where: _Where, order: str, page: int, page_size: int, label: str):
         cond, params, cols, offset = where.sql, where.params, table.select_list, (page - 1) * page_size
-        if where.narrowed:  # few matches, found once: their ids in order, then the page's rows
+        if where.narrowed:  # the matches found once, their ids in order; then the page's rows
             # "+column" keeps SQLite from walking the ``order`` index past every non-match: the
             # matches come from the narrowing index and are sorted (they are few).
             by = ", ".join("+" + term.strip() for term in order.split(","))
@@ -548,6 +548,15 @@ class WorkplaceTools:
         ).fetchall()
         return {"total": sum(n for _, n in rows), "by_date": dict(rows)}
 
+    def _days(self, time_min: str | None, time_max: str | None, column: str) -> dict[str, Any]:
+        """``_count_by_date`` of all visits (``column="visits"``) or engaged ones, from the per-day table."""
+        where = self._range(time_min, time_max)
+        where.add(f"{column} > 0")  # a day without such visits has no group in the count by date
+        rows = self.db.execute(
+            f"SELECT date_of_visit, {column} FROM analytics_days{where.sql} ORDER BY date_of_visit", where.params
+        ).fetchall()
+        return {"total": sum(n for _, n in rows), "by_date": dict(rows)}
+
     def analytics_get_visitor_information_by_id(self, visitor_id: str) -> list[dict[str, Any]]:
         """Returns every recorded visit of a visitor.
 
@@ -587,7 +596,7 @@ class WorkplaceTools:
             time_min: Start date of the range, YYYY-MM-DD (inclusive).
             time_max: End date of the range, YYYY-MM-DD (inclusive).
         """
-        return self._count_by_date(time_min, time_max)
+        return self._days(time_min, time_max, "visits")
 
     def analytics_engaged_users_count(self, time_min: Day | None = None, time_max: Day | None = None) -> dict[str, Any]:
         """Returns the number of engaged visits in a date range, in total and per day.
@@ -596,7 +605,7 @@ class WorkplaceTools:
             time_min: Start date of the range, YYYY-MM-DD (inclusive).
             time_max: End date of the range, YYYY-MM-DD (inclusive).
         """
-        return self._count_by_date(time_min, time_max, "user_engaged = 1")
+        return self._days(time_min, time_max, "engaged")
 
     def analytics_traffic_source_count(
         self, time_min: Day | None = None, time_max: Day | None = None, traffic_source: S.TrafficSource | None = None

@@ -52,6 +52,8 @@ class World:
             db.executemany(f'INSERT INTO "{table.name}" VALUES ({marks})', rows)
             for ddl in table.index_ddl():
                 db.execute(ddl)
+        for ddl in S.ANALYTICS_DAYS:
+            db.execute(ddl)
         db.execute("ANALYZE")  # statistics for the planner, part of the image every session clones
         db.commit()
         self.image: bytes = db.serialize()

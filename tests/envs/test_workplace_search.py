@@ -101,3 +101,20 @@ def test_indexed_searches_equal_like_scans_after_writes(env, monkeypatch):
     compare(env, monkeypatch, np.random.default_rng(1), 40, extra=new_words)
     found = env.tools.call("customer_relationship_manager_search_customers", {"customer_name": "zeta labs"}).content
     assert '"total": 1' in found and "Zeta Labs" in found
+
+
+@pytest.mark.parametrize("world_seed", [0, 3])
+def test_per_day_visit_counts_equal_the_counts_over_every_visit(world_seed, monkeypatch):
+    env = WorkplaceEnv(world_seed=world_seed)
+    env.reset(seed=0)
+    days = sorted({r["date_of_visit"] for r in env.world.rows["analytics"]})
+    rng = np.random.default_rng(world_seed)
+    ranges = [{}] + [
+        {k: v for k, v in (("time_min", days[a]), ("time_max", days[b])) if rng.random() < 0.8}
+        for a, b in (sorted(rng.integers(len(days), size=2)) for _ in range(30))
+    ]
+    session = env._session
+    for bounds in ranges:
+        lo, hi = bounds.get("time_min"), bounds.get("time_max")
+        assert session.analytics_total_visits_count(lo, hi) == session._count_by_date(lo, hi)
+        assert session.analytics_engaged_users_count(lo, hi) == session._count_by_date(lo, hi, "user_engaged = 1")

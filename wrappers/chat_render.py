@@ -1,0 +1,173 @@
+"""The tokenizer work TokenObservation does at every step, as transformers does it, faster.
+
+:class:`TemplateRenderer` renders a chat template as ``apply_chat_template(..., tokenize=False)``
+does; :class:`Codec` encodes and decodes as the tokenizer's ``encode``/``decode`` do.
+
+:class:`~textgym.wrappers.TokenObservation` renders the whole conversation at every step, and
+most of that work is the same every time: transformers rebuilds the tool schemas out of plain
+types (``_plain_template_data``) and the template serialises each of them (``tojson``) on every
+call. With Workplace-v0's 27 tools that was ~0.8 ms of a render that the conversation itself
+needs ~0.05 ms for (issue 14). :class:`TemplateRenderer` does what ``apply_chat_template`` does
+(pick the template, drop ``None`` values, hand the template plain data, the special tokens and
+the reasoning aliases) but prepares a tool list once and remembers each tool's ``tojson`` text.
+
+It uses transformers' own template compiler and helpers, whose names are private: every
+:meth:`TemplateRenderer.check` compares a rendering with ``apply_chat_template``'s, and any
+difference (or a transformers without those helpers) makes the renderer hand every later call
+to ``apply_chat_template`` itself. Exactness never depends on the shortcut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+class TemplateRenderer:
+    """Render ``messages`` with a tokenizer's chat template, as ``apply_chat_template`` would.
+
+    Args:
+        tokenizer: A Hugging Face tokenizer with a chat template.
+        chat_template: A template that replaces the tokenizer's own, or None.
+    """
+
+    def __init__(self, tokenizer: Any, chat_template: str | None = None):
+        self.tokenizer = tokenizer
+        self.chat_template = chat_template
+        self.fast = True
+        self._tools_in: Any = None  # the tool list last prepared, and what it became
+        self._tools_out: Any = None
+        self._tool_ids: dict[int, Any] = {}
+        self._templates: dict[bool, Any] = {}  # compiled, by "tools given" (may pick another template)
+        try:
+            from transformers.utils import chat_template_utils as ctu
+
+            self._plain = ctu._plain_template_data
+            self._alias = ctu._alias_reasoning_fields
+            self._compile = ctu._compile_jinja_template
+            self._kwargs = self._plain(dict(tokenizer.special_tokens_map))
+        except (ImportError, AttributeError):
+            self.fast = False
+
+    def render(self, messages: Sequence[Mapping[str, Any]], tools: list | None, generation_prompt: bool) -> str:
+        """The template's text for plain message dicts (``thaw``-ed) and a tool list."""
+        if not self.fast:
+            return self._reference(messages, tools, generation_prompt)
+        chat = self._alias(self._plain([{k: v for k, v in m.items() if v is not None} for m in messages]))
+        return self._template(tools is not None).render(
+            messages=chat,
+            tools=self._prepared(tools),
+            documents=None,
+            add_generation_prompt=generation_prompt,
+            **self._kwargs,
+        )
+
+    def check(self, messages: Sequence[Mapping[str, Any]], tools: list | None, generation_prompt: bool) -> str:
+        """Render with ``apply_chat_template`` and, while the shortcut is on, compare: a difference
+        turns the shortcut off for good. Returns the reference text."""
+        reference = self._reference(messages, tools, generation_prompt)
+        if self.fast:
+            try:
+                same = self.render(messages, tools, generation_prompt) == reference
+            except Exception:  # noqa: BLE001 - any failure of the shortcut means: use the reference
+                same = False
+            self.fast = same
+        return reference
+
+    def _reference(self, messages, tools, generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(
+            list(messages),
+            tools=tools,
+            chat_template=self.chat_template,
+            tokenize=False,
+            add_generation_prompt=generation_prompt,
+        )
+
+    def _prepared(self, tools: list | None) -> list | None:
+        """The tool list as the template sees it, rebuilt only when other tool objects come in."""
+        if tools is None:
+            return None
+        known = self._tools_in
+        if not (known is not None and len(tools) == len(known) and all(a is b for a, b in zip(tools, known))):
+            self._tools_in, self._tools_out = list(tools), self._plain(list(tools))
+            self._tool_ids = {id(t): t for t in self._tools_out}  # held, so no id is reused while cached
+            for template in self._templates.values():
+                template.environment.filters["tojson"].memo_clear()
+        return self._tools_out
+
+    def _template(self, with_tools: bool) -> Any:
+        """The compiled template, with a ``tojson`` that remembers its text for the prepared tools.
+
+        The template is the one ``apply_chat_template`` picks (a tokenizer may keep a separate
+        ``tool_use`` template). Its environment is an overlay of transformers' own, so every filter,
+        global and extension is theirs; only ``tojson`` of one of our prepared tool dicts (which
+        nothing changes) is looked up instead of serialised again.
+        """
+        if with_tools not in self._templates:
+            source = self.tokenizer.get_chat_template(self.chat_template, [] if with_tools else None)
+            base = self._compile(source).environment
+            env = base.overlay()
+            env.filters = dict(base.filters)  # an overlay shares the dict: transformers' own stays as it is
+            tojson, memo = base.filters["tojson"], {}
+
+            def cached_tojson(x, *args, **kwargs):
+                if self._tool_ids.get(id(x)) is not x:
+                    return tojson(x, *args, **kwargs)
+                key = (id(x), args, tuple(sorted(kwargs.items()))) if args or kwargs else id(x)
+                text = memo.get(key)
+                if text is None:
+                    text = memo[key] = tojson(x, *args, **kwargs)
+                return text
+
+            cached_tojson.memo_clear = memo.clear
+            env.filters["tojson"] = cached_tojson
+            self._templates[with_tools] = env.from_string(source)
+        return self._templates[with_tools]
+
+
+class Codec:
+    """``tokenizer.encode(text, add_special_tokens=False)`` and ``tokenizer.decode(ids,
+    skip_special_tokens=False, clean_up_tokenization_spaces=False)``, sent straight to a fast
+    tokenizer's ``tokenizers`` backend when that gives the same ids and text.
+
+    transformers' wrappers around the backend cost about as much again as the backend itself
+    (they check every id in Python before decoding). The backend is used only when it holds no
+    truncation or padding of its own (transformers would switch those off) and agrees with the
+    wrappers on a probe text with special tokens, markup, whitespace and non-ASCII characters.
+
+    Args:
+        tokenizer: A Hugging Face tokenizer.
+        probe: Extra text to compare on (the template's own rendering, say).
+    """
+
+    def __init__(self, tokenizer: Any, probe: str = ""):
+        self.tokenizer = tokenizer
+        backend = getattr(tokenizer, "_tokenizer", None)
+        self.backend = None
+        if backend is not None and callable(getattr(backend, "encode", None)) and not getattr(tokenizer, "split_special_tokens", False):
+            if getattr(backend, "truncation", None) is None and getattr(backend, "padding", None) is None:
+                self.backend = backend
+                text = probe + " ".join(map(str, getattr(tokenizer, "all_special_tokens", []))) + "  a\tb\n\nÉté 東京 🙂 </tool_call>"
+                try:
+                    ids = self._reference_encode(text)
+                    same = self.encode(text) == ids and self.decode(ids) == self._reference_decode(ids)
+                except Exception:  # noqa: BLE001 - a backend that fails is a backend not used
+                    same = False
+                if not same:
+                    self.backend = None
+
+    def encode(self, text: str) -> list[int]:
+        if self.backend is None:
+            return self._reference_encode(text)
+        return self.backend.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: list[int]) -> str:
+        if self.backend is None:
+            return self._reference_decode(ids)
+        return self.backend.decode(ids, skip_special_tokens=False)
+
+    def _reference_encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _reference_decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
