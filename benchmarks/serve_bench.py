@@ -11,7 +11,9 @@ episode).
 
 * ``sessions``: N concurrent sessions per env (Sudoku, Workplace), all connected and reset
   before any steps (held at once), then every one plays its whole episode concurrently;
-  errors, lost episodes, p50/p99 step latency, steps/s and the server's peak RSS.
+  errors, lost episodes, p50/p99 step latency, steps/s (all steps over the wall time from the
+  first connection to the last episode's end) and the server's peak RSS. The client runs in
+  this process, on the same cores as the server.
 * ``latency``: one client, one step at a time; p50 of the in-process step, of the round trip
   over the wire (a bare WebSocket client) and of ``RemoteEnv.step``. Wire minus in-process is
   the per-step cost of serving (server, client and loopback together); the transport floor
@@ -114,6 +116,11 @@ class Server:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
+    def cpu_s(self) -> float:
+        """The server process's CPU seconds so far (user + system): its own work, whatever the load."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def alive(self) -> bool:
         try:
             with urllib.request.urlopen(self.url + "/health", timeout=5) as r:
@@ -153,6 +160,16 @@ def record(env_id: str, seeds) -> list[dict]:
         plans.append({"seed": seed, "actions": actions, "reward": reward, "step_s": step_s})
     env.close()
     return plans
+
+
+def replay(env_id: str, plans: list[dict]) -> None:
+    """The recorded episodes, in-process (no env checker, as the server makes its envs)."""
+    env = gym.make(env_id, disable_env_checker=True)
+    for plan in plans:
+        env.reset(seed=plan["seed"])
+        for action in plan["actions"]:
+            env.step(action if "tool_calls" in action else action["content"])
+    env.close()
 
 
 # ----- part 1: sessions held -----
@@ -197,13 +214,14 @@ def sessions_run(kind: str, env_id: str, plans: list[dict]) -> dict:
             barrier = asyncio.Barrier(len(plans))
             await asyncio.gather(*(play(server.ws, p, latencies, barrier, stats) for p in plans))
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), server.cpu_s()
         asyncio.run(main())
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, server.cpu_s() - cpu
         return {
             "server": kind, "env": env_id, "sessions": len(plans), **stats,
             "steps": len(latencies), "p50_ms": pct(latencies, 50) * 1e3, "p99_ms": pct(latencies, 99) * 1e3,
             "steps_per_s": len(latencies) / wall, "wall_s": wall, "server_peak_rss_mib": server.peak_rss_mib(),
+            "server_cpu_s": cpu, "server_cpu_ms_per_episode": cpu / len(plans) * 1e3,
         }
 
 
@@ -264,21 +282,35 @@ def latency_run(env_id: str, episodes: int, rounds: int) -> dict:
     names = ("in_process", "textgym_wire", "textgym_remote_env", "openenv_wire", "transport_floor")
     results: dict[str, list[float]] = {k: [] for k in names}
     with Server("textgym", env_id, 8) as ours, Server("openenv", env_id, 8) as theirs, Server("echo", env_id, 8) as floor:
+        for url in (ours.ws, theirs.ws):  # a warm-up round, not counted: first resets build caches
+            sequential(url, plans)
+        cpu = {"textgym": 0.0, "openenv": 0.0, "in_process": 0.0}
         for _ in range(rounds):  # alternate, so load on the shared machine hits all alike
             sizes: list[int] = []
-            results["textgym_wire"].append(pct(sequential(ours.ws, plans, sizes), 50))
+            for name, server in (("textgym", ours), ("openenv", theirs)):
+                before = server.cpu_s()
+                results[f"{name}_wire"].append(pct(sequential(server.ws, plans, sizes if name == "textgym" else None), 50))
+                cpu[name] += server.cpu_s() - before
             results["transport_floor"].append(pct(echo(floor.ws, sizes), 50))
-            results["openenv_wire"].append(pct(sequential(theirs.ws, plans), 50))
+            before = time.process_time()
+            replay(env_id, plans)
+            cpu["in_process"] += time.process_time() - before
             results["textgym_remote_env"].append(pct(remote_env_steps(ours.url, plans), 50))
             results["in_process"].append(pct([s for p in record(env_id, [p["seed"] for p in plans]) for s in p["step_s"]], 50))
     p50 = {k: statistics.median(v) * 1e6 for k, v in results.items()}
+    steps = sum(len(p["actions"]) for p in plans)
     return {
-        "env": env_id, "steps_per_round": sum(len(p["actions"]) for p in plans), "rounds": rounds,
+        "env": env_id, "steps_per_round": steps, "rounds": rounds,
         **{f"{k}_p50_us": round(v, 1) for k, v in p50.items()},
         "textgym_overhead_p50_us": round(p50["textgym_wire"] - p50["in_process"], 1),
         "textgym_server_work_p50_us": round(p50["textgym_wire"] - p50["in_process"] - p50["transport_floor"], 1),
         "openenv_overhead_p50_us": round(p50["openenv_wire"] - p50["in_process"], 1),
         "steps_per_s_wire": round(1e6 / p50["textgym_wire"]), "steps_per_s_in_process": round(1e6 / p50["in_process"]),
+        # CPU per step, its reset included (one per episode), of the server process and of the same
+        # episodes replayed in-process: the difference is what serving costs the server per step.
+        **{f"{k}_cpu_us_per_step": round(v / (rounds * steps) * 1e6, 1) for k, v in cpu.items()},
+        "textgym_server_cpu_overhead_us": round((cpu["textgym"] - cpu["in_process"]) / (rounds * steps) * 1e6, 1),
+        "openenv_server_cpu_overhead_us": round((cpu["openenv"] - cpu["in_process"]) / (rounds * steps) * 1e6, 1),
     }
 
 
@@ -395,6 +427,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", nargs="*", default=["sessions", "latency", "faults"], choices=["sessions", "latency", "faults"])
     parser.add_argument("--sessions", type=int, default=1000, help="concurrent sessions per env")
+    parser.add_argument("--session-rounds", type=int, default=2, help="alternated runs per server in the sessions part")
     parser.add_argument("--episodes", type=int, default=40, help="episodes per latency round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--fault-sessions", type=int, default=100)
@@ -405,10 +438,11 @@ def main() -> None:
     if "sessions" in args.only:
         for name, env_id in ENVS.items():
             plans = record(env_id, range(args.sessions))
-            for kind in args.servers:
-                row = sessions_run(kind, env_id, plans)
-                print(json.dumps(row), flush=True)
-                results.setdefault("sessions", []).append(row)
+            for round_ in range(args.session_rounds):  # alternate servers: the machine's load hits both alike
+                for kind in args.servers:
+                    row = {"round": round_, **sessions_run(kind, env_id, plans)}
+                    print(json.dumps(row), flush=True)
+                    results.setdefault("sessions", []).append(row)
     if "latency" in args.only:
         for env_id in ENVS.values():
             row = latency_run(env_id, args.episodes, args.rounds)
