@@ -152,7 +152,8 @@ def test_fuzzed_actions_never_crash(env, action):
     env.reset(seed=1)
     obs, reward, terminated, truncated, info = env.step(action)
     assert reward in (0.0, 1.0) and obs[-1]["role"] == "user"
-    assert isinstance(info["verification"]["tests"], list)
+    # a submission is verified; a malformed turn (a bare "<tool_call>": invalid JSON) is feedback
+    assert isinstance(info["verification"]["tests"], list) if info["error"] is None else "verification" not in info
 
 
 def test_huge_action_is_cut_and_reported(env):
