@@ -12,7 +12,8 @@ to the sandbox (HumanEval/32 makes 100), so a check now runs twice on the host:
    other (its arguments came from an earlier answer) goes to a live session.
 
 Only step 2 decides, on the plain values the program returned for exactly those arguments;
-step 1 only guesses what to send ahead, and a wrong guess costs a round trip, not a verdict.
+step 1 only guesses what to send ahead. A call planned on a branch the real run does not take
+costs the program's time (out of the submission's ``total_timeout``) but decides nothing.
 """
 
 from __future__ import annotations
