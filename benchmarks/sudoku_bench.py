@@ -11,6 +11,9 @@ are built from the env's solution before the clock starts):
   TextArena has no 4x4 Sudoku.
 * reset 9x9: textgym ``size=9, blanks=50``; GEM ``game:Sudoku-v0-hard`` (digs 50 cells);
   TextArena ``Sudoku-v0-raw`` (digs 21 cells). Every one checks uniqueness.
+* floor: the same actions stepped into an env whose step only appends one message to the
+  conversation it returns (``gym.make``'d, so with the same wrappers); the last column is
+  textgym's step time over the floor's.
 * steps 4x4 / 9x9: ``step`` calls per CPU second over whole episodes. textgym is made with
   ``gym.make`` and returns the whole conversation (tuple of messages) every step; GEM returns the
   latest message only; TextArena's loop is ``get_observation()`` + ``step()``.
@@ -36,7 +39,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = ("reset4", "reset9", "steps4", "steps9")
-LIBS = ("textgym", "gem", "textarena")
+LIBS = ("textgym", "gem", "textarena", "floor")
 
 
 # ----- adapters: make, reset and the scripted solver moves for each library -----
@@ -110,7 +113,57 @@ class TextArenaAdapter:
         return done
 
 
-ADAPTERS = {"textgym": TextgymAdapter, "gem": GemAdapter, "textarena": TextArenaAdapter}
+class FloorAdapter(TextgymAdapter):
+    """The floor of issue 14: the same episodes' actions, each stepped into an env made with
+    ``gym.make`` whose step only appends the action as one message to the conversation it
+    returns (what any env that returns the whole conversation must do at least)."""
+
+    def __init__(self, size: int):
+        import gymnasium as gym
+
+        from textgym import messages
+        from textgym.spaces import AssistantTurn, Conversation
+
+        super().__init__(size)
+
+        class Floor(gym.Env):
+            metadata = {"render_modes": [], "render_fps": 1}
+            observation_space, action_space = Conversation(), AssistantTurn()
+
+            def reset(self, *, seed=None, options=None):
+                super().reset(seed=seed)
+                self.conversation = (messages.user("start"),)
+                return self.conversation, {}
+
+            def step(self, action):
+                self.conversation = (*self.conversation, messages.assistant(action))
+                return self.conversation, 0.0, False, False, {}
+
+        if "bench/Floor-v0" not in gym.registry:
+            gym.register("bench/Floor-v0", entry_point=Floor, disable_env_checker=False)
+        self.floor = gym.make("bench/Floor-v0")
+        self.left = 0
+        self.episodes: list[list[str]] = []  # the first 20 seeds' moves, then again in turn
+        self._moves: list[str] = []
+
+    def reset(self, seed: int) -> None:
+        if len(self.episodes) < 20:
+            super().reset(seed)
+            self.episodes.append(super().moves())
+        self._moves = self.episodes[seed % len(self.episodes)]
+        self.floor.reset(seed=seed)
+        self.left = len(self._moves)
+
+    def moves(self) -> list[str]:
+        return self._moves
+
+    def step(self, action: str) -> bool:
+        self.floor.step(action)
+        self.left -= 1
+        return self.left == 0
+
+
+ADAPTERS = {"textgym": TextgymAdapter, "gem": GemAdapter, "textarena": TextArenaAdapter, "floor": FloorAdapter}
 
 
 # ----- one measurement in a worker process -----
@@ -119,6 +172,8 @@ ADAPTERS = {"textgym": TextgymAdapter, "gem": GemAdapter, "textarena": TextArena
 def measure(lib: str, case: str, seconds: float, seed0: int) -> dict:
     """CPU time per reset, or steps per CPU second, for ``seconds`` of work (at least 5 episodes)."""
     size = 4 if case.endswith("4") else 9
+    if lib == "floor" and case.startswith("reset"):
+        return {"lib": lib, "case": case, "skipped": "the floor is a step"}
     try:
         env = ADAPTERS[lib](size)
     except NotImplementedError as exc:
@@ -188,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in range(args.rounds):
         for case in args.cases:
             for lib in LIBS:
-                python = args.textgym_python if lib == "textgym" else args.peer_python
+                python = args.textgym_python if lib in ("textgym", "floor") else args.peer_python
                 res = run_worker(python, lib, case, args.seconds, seed0=1000 * r)
                 results.setdefault((lib, case), []).append(res)
                 print(f"round {r + 1} {case:7s} {lib:9s} {json.dumps(res)}", file=sys.stderr)
@@ -202,8 +257,8 @@ def _median(rows: list[dict], key: str) -> float | None:
 
 
 def print_table(results: dict[tuple[str, str], list[dict]], cases: list[str]) -> None:
-    print("| case | " + " | ".join(LIBS) + " | textgym vs GEM |")
-    print("|---|" + "---|" * (len(LIBS) + 1))
+    print("| case | " + " | ".join(LIBS) + " | textgym vs GEM | textgym step / floor step |")
+    print("|---|" + "---|" * (len(LIBS) + 2))
     for case in cases:
         key = "ms_per_reset" if case.startswith("reset") else "steps_per_cpu_s"
         unit = "ms/reset" if key == "ms_per_reset" else "steps/CPU-s"
@@ -218,13 +273,14 @@ def print_table(results: dict[tuple[str, str], list[dict]], cases: list[str]) ->
             else:
                 blanks = _median(rows, "mean_blanks")
                 cells.append(f"{value:,.3g} {unit} ({blanks:.0f} blanks)" if key == "ms_per_reset" else f"{value:,.0f} {unit}")
-        tg, gm = values["textgym"], values["gem"]
+        tg, gm, fl = values["textgym"], values["gem"], values["floor"]
         if tg and gm:
             ratio = gm / tg if key == "ms_per_reset" else tg / gm
             what = "faster reset" if key == "ms_per_reset" else "step throughput"
             cells.append(f"{ratio:.2f}x {what}")
         else:
             cells.append("n/a")
+        cells.append(f"{fl / tg:.1f}x" if tg and fl and key != "ms_per_reset" else "n/a")
         print(f"| {case} | " + " | ".join(cells) + " |")
 
 

@@ -316,6 +316,10 @@ def _tool_calls_from_text(text: str, prefix: str) -> tuple[list[ToolCall], list[
         if type(obj) is not dict:
             errors.append(f"tool call {index}: expected a JSON object with 'name' and 'arguments'")
             continue
+        name, args = obj.get("name"), obj.get("arguments")
+        if type(name) is str and name and type(args) is dict and _not_json(args) is None:  # the usual call
+            calls.append(ToolCall(f"{prefix}_{len(calls)}", name, args))
+            continue
         try:
             calls.append(ToolCall(f"{prefix}_{len(calls)}", *_name_and_arguments(obj)))
         except ValueError as exc:

@@ -90,6 +90,7 @@ class Tool:
                 self.defaults[pname] = p.default
         # Arguments given as exactly their plain type (an int for an integer without bounds...)
         # leave validation nothing to check or convert: when all are, that is the whole check.
+        self._required = frozenset(self.required)
         self._plain = {
             k: _PLAIN_TYPES[v["type"]]
             for k, v in self.parameters.items()
@@ -124,7 +125,7 @@ class Tool:
             if type(value) is not plain.get(key):
                 break
         else:
-            if all(k in arguments for k in self.required):
+            if arguments.keys() >= self._required:
                 return dict(arguments)
         problems = [f"unknown argument {k!r}" for k in arguments if k not in self.parameters]
         problems += [f"missing required argument {k!r}" for k in self.required if k not in arguments]

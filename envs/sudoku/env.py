@@ -180,6 +180,7 @@ class SudokuEnv(TextEnv):
         self.solution = solution
         self.board = list(puzzle)
         self._chars = [grid.DIGIT_CHARS[d] for d in puzzle]  # the board as drawn, kept in step with it
+        self._board_format = grid.board_format(self._n)
         self._masks = Masks(self._geo, self.board)
         self._blank_count = puzzle.count(0)
         self._empty = self._blank_count
@@ -240,11 +241,13 @@ class SudokuEnv(TextEnv):
         return f"placed {digit} at row {row}, col {col}" + (f" (replacing {old})" if old else "")
 
     def respond(self, turn: ParsedTurn) -> Outcome:
-        before = self._potential()
+        dense = self.reward_mode == "dense"
+        before = self._potential() if dense else 0.0  # only dense rewards look at it
         messages, errors = tool_messages(self._toolset, turn)
         if not errors and turn.answer is None and turn.tool_calls and self._empty:  # moves only: most steps
-            messages.append(user(f"Board ({self._empty} empty cells left):\n{self._board_text()}"))
-            return Outcome(messages, self._potential() - before if self.reward_mode == "dense" else 0.0)
+            board = self._board_format % tuple(self._chars)
+            messages.append(user(f"Board ({self._empty} empty cells left):\n{board}"))
+            return Outcome(messages, self._potential() - before if dense else 0.0)
         rejected = len(errors)
         if turn.answer is not None:
             rows, reason = grid.read_answer(turn.answer, self._n)
@@ -329,7 +332,7 @@ class SudokuEnv(TextEnv):
     # ----- helpers -----
 
     def _board_text(self) -> str:
-        return grid.draw(self._chars, self._n)
+        return self._board_format % tuple(self._chars)
 
     def _conflict(self, i: int, digit: int) -> str:
         where = grid.cell_name(self._n, i)

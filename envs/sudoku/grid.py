@@ -101,11 +101,11 @@ def format_board(cells: Sequence[int], size: int) -> str:
 
 def draw(chars: Sequence[str], size: int) -> str:
     """:func:`format_board` for cells already given as characters (the env keeps them so)."""
-    return _board_template(size) % tuple(chars)
+    return board_format(size) % tuple(chars)
 
 
 @lru_cache(maxsize=None)
-def _board_template(size: int) -> str:
+def board_format(size: int) -> str:
     """A ``%``-template with one ``%s`` per cell: rendering a board is one string format (every step)."""
     br, bc = BOX_SHAPES[size]
     rule = "+" + "+".join(["-" * (2 * bc + 1)] * (size // bc)) + "+"

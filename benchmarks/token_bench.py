@@ -1,0 +1,105 @@
+"""TokenObservation's cost per step against the bare env, side by side in one run.
+
+Each round plays the same oracle episodes (seeds ``0..episodes-1``) twice in one process: on the
+bare env (``gym.make``) and through ``TokenObservation(env, tokenizer)`` with the ``tiny``
+tokenizer, whose Qwen-style template lists every tool in the system turn. The wrapped policy
+sends token ids: the oracle's turn written as text (tool calls as ``<tool_call>`` blocks), encoded
+once before the clock starts, plus the stop token. Reported: CPU microseconds per step (resets
+excluded) of each, and the wrapper's overhead as a share of the bare step; medians over rounds.
+With ``--peer-python`` the same runs in another checkout's interpreter too (before/after).
+
+Run::
+
+    python benchmarks/token_bench.py --env textgym/Workplace-v0 --episodes 40 --rounds 3
+    python benchmarks/token_bench.py --env textgym/Workplace-v0 --peer-python OLD_VENV/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+
+def as_text(action) -> str:
+    if isinstance(action, str):
+        return action
+    calls = action.get("tool_calls") or []
+    blocks = [
+        '<tool_call>{"name": %s, "arguments": %s}</tool_call>'
+        % (json.dumps(c["function"]["name"]), c["function"]["arguments"])
+        for c in calls
+    ]
+    return (action.get("content") or "") + "".join(blocks)
+
+
+def play(env_id: str, episodes: int, wrapped: bool) -> float:
+    """CPU microseconds per step over the oracle episodes of seeds 0..episodes-1."""
+    import gymnasium as gym
+
+    import textgym  # noqa: F401  (registers the ids)
+    from textgym.tokenizer import tiny_tokenizer
+    from textgym.wrappers import TokenObservation
+
+    env = gym.make(env_id)
+    tok = tiny_tokenizer()
+    outer = TokenObservation(env, tok) if wrapped else env
+    spent, steps = 0.0, 0
+    for seed in range(episodes):
+        outer.reset(seed=seed)
+        while True:
+            text = as_text(env.unwrapped.oracle_action())
+            action = tok.encode(text, add_special_tokens=False) + [tok.eos_token_id] if wrapped else text
+            t = time.process_time()
+            _, _, terminated, truncated, _ = outer.step(action)
+            spent += time.process_time() - t
+            steps += 1
+            if terminated or truncated:
+                break
+    return 1e6 * spent / steps
+
+
+def measure(env_id: str, episodes: int, rounds: int) -> dict:
+    play(env_id, 2, True)  # imports and first-call caches
+    bare, wrapped = [], []
+    for _ in range(rounds):
+        bare.append(play(env_id, episodes, False))
+        wrapped.append(play(env_id, episodes, True))
+    b, w = statistics.median(bare), statistics.median(wrapped)
+    return {"bare_us": b, "wrapped_us": w, "overhead_us": w - b, "overhead": (w - b) / b}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="textgym/Workplace-v0")
+    parser.add_argument("--episodes", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--peer-python", default=None, help="also run in this interpreter (another checkout)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(measure(args.env, args.episodes, args.rounds)))
+        return 0
+    runs = {"this": sys.executable} | ({"peer": args.peer_python} if args.peer_python else {})
+    results: dict[str, list[dict]] = {k: [] for k in runs}
+    for _ in range(args.rounds):  # alternated, one round per worker process
+        for who, python in runs.items():
+            cmd = [python, __file__, "--worker", "--env", args.env, "--episodes", str(args.episodes), "--rounds", "1"]
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+            results[who].append(json.loads(out.strip().splitlines()[-1]))
+    print(f"| {args.env} | bare step (us) | wrapped step (us) | overhead (us) | overhead / bare |")
+    print("|---|---:|---:|---:|---:|")
+    for who, rows in results.items():
+        med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+        label = "this checkout" if who == "this" else "peer checkout"
+        print(
+            f"| {label} | {med['bare_us']:.0f} | {med['wrapped_us']:.0f} | {med['overhead_us']:.0f} | {med['overhead']:.0%} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
