@@ -73,7 +73,7 @@ class RemoteEnv(gym.Env):
         try:
             reply = self._exchange({"type": "reset", "data": data})
         except RemoteError as exc:
-            if exc.code is not None:
+            if exc.code not in (None, "SESSION_ERROR"):
                 raise
             self._connect()  # the server closed an idle session, or restarted: one fresh try
             reply = self._exchange({"type": "reset", "data": data})

@@ -64,6 +64,7 @@ def test_bad_input_raises_for_the_host():
     assert environment_class("textgym/Sudoku-v0").ENV_ID == "textgym/Sudoku-v0"
 
 
+@pytest.mark.slow  # importing OpenEnv's server stack (gradio) alone takes ~9 s here
 def test_openenv_create_app_serves_it_to_remote_env(tmp_path):
     """OpenEnv's own server, hosting the textgym Environment: RemoteEnv plays it like in-process."""
     from tests.serve.conftest import free_port

@@ -15,7 +15,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-import textgym  # noqa: F401  (registers the ids)
+import textgym
 from textgym.messages import thaw
 from textgym.serve.protocol import json_safe
 
@@ -28,8 +28,9 @@ def wire(action) -> dict:
     return {"content": action} if isinstance(action, str) else thaw(action)
 
 
-def ws(server) -> "connect":
-    return connect(server.url.replace("http", "ws") + "/ws", max_size=None)
+def ws(server):
+    """A connection to ``server``'s /ws (entered, so it may also be used outside ``with``)."""
+    return connect(server.url.replace("http", "ws") + "/ws", max_size=None).__enter__()
 
 
 def ask(sock, frame) -> dict:
@@ -38,9 +39,10 @@ def ask(sock, frame) -> dict:
 
 
 @pytest.mark.parametrize("env_id", ["textgym/Sudoku-v0", "textgym/Workplace-v0", "textgym/Code-v0"])
-def test_openenv_client_plays_the_same_episode_as_in_process(env_id, serve):
+def test_openenv_client_plays_the_same_episode_as_in_process(env_id, serve, request):
     """OpenEnv's stock GenericEnvClient, unchanged: every frame matches the in-process env."""
-    server = serve(env_id)
+    shared = {"textgym/Sudoku-v0": "sudoku_server", "textgym/Workplace-v0": "workplace_server"}
+    server = request.getfixturevalue(shared[env_id]) if env_id in shared else serve(env_id)
     local = gym.make(env_id)
     with GenericEnvClient(base_url=server.url).sync() as client:
         for seed in (0, 5):
@@ -127,6 +129,11 @@ def test_idle_sessions_are_closed_after_the_timeout(serve):
         assert reply["data"]["code"] == "SESSION_ERROR" and "0.5 s" in reply["data"]["message"]
         with pytest.raises(ConnectionClosed):
             idle.recv(timeout=10)
+    remote = textgym.RemoteEnv(server.url)
+    remote.reset(seed=0)
+    time.sleep(1.5)
+    assert remote.reset(seed=0)[1]["turn"] == 0  # a timed-out session: reset reconnects
+    remote.close()
 
 
 def test_same_seed_same_episode_across_sessions_and_processes(sudoku_server, serve):

@@ -15,7 +15,7 @@ import gymnasium as gym
 import orjson
 
 from textgym.error import ResetNeeded
-from textgym.serve.protocol import ErrorCode, ProtocolError, env_action, json_safe, reset_arguments
+from textgym.serve.protocol import ErrorCode, ProtocolError, encode, env_action, reset_arguments
 
 
 class Session:
@@ -79,9 +79,7 @@ class Session:
 
     def _frame(self, conversation, reward: float, terminated: bool, truncated: bool, info: Mapping, tools) -> bytes:
         messages = self._messages(conversation)
-        rest = orjson.dumps(
-            {"tools": json_safe(tools), "terminated": terminated, "truncated": truncated, "info": json_safe(info)}
-        )
+        rest = encode({"tools": tools, "terminated": terminated, "truncated": truncated, "info": info})
         tail = orjson.dumps({"reward": reward, "done": terminated or truncated})
         # {"observation":{"messages":[...],<rest>},<tail>}: OpenEnv's StepResponse shape
         return b"".join((b'{"observation":{"messages":[', messages, b"],", rest[1:], b",", tail[1:]))
@@ -90,6 +88,6 @@ class Session:
         n = len(self._sent)
         if n > len(conversation) or (n and conversation[n - 1] is not self._last):
             self._sent, n = [], 0  # not a continuation of what was sent: encode it all
-        self._sent.extend(orjson.dumps(json_safe(m)) for m in conversation[n:])
+        self._sent.extend(encode(m) for m in conversation[n:])
         self._last = conversation[-1] if conversation else None
         return b",".join(self._sent)
