@@ -249,7 +249,7 @@ def test_a_sandbox_that_dies_mid_run_is_env_error_not_the_programs_fault():
         *_, terminated, truncated, info = env.step("```python\nimport time\ndef f(x):\n    time.sleep(1.5)\n    return x\n```")
         killer.join()
         assert terminated and info["end_reason"] == "env_error" and info["success"] is False
-        assert "sandbox worker stopped" in info["verification"]["sandbox_error"]
+        assert "the sandbox worker" in info["verification"]["sandbox_error"]  # stopped, or did not start again
         env.reset(options={"task": SLOW_TASK})  # the pool starts a fresh worker: the env goes on
         *_, info = env.step(env.oracle_action())
         assert info["end_reason"] == "success" and info["verification"]["sandbox_error"] is None
