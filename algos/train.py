@@ -201,8 +201,9 @@ def grpo_step(config: TrainConfig, policy: Any, learner: Any, venvs: dict[str, A
     metrics = learner.train_step(batch) if signal else {}
     t2 = time.perf_counter()
     if config.log_rollouts_every and (step == 0 or (step + 1) % config.log_rollouts_every == 0):
-        logged = (kept, batch.advantages) if batch is not None else (rollouts, np.zeros(len(rollouts)))
-        write_step_rollouts(Path(config.output_dir), step + 1, *logged)
+        # Every episode, also those of groups the zero-std filter dropped (advantage 0: all rewards equal).
+        trained = dict(zip(map(id, kept), batch.advantages)) if batch is not None else {}
+        write_step_rollouts(Path(config.output_dir), step + 1, rollouts, [float(trained.get(id(r), 0.0)) for r in rollouts])
     by_env = [[r for r in rollouts if r.env_id == env] for env in venvs]
     record = {"step": step + 1} | _train_stats(rollouts)
     if len(venvs) > 1:
@@ -236,7 +237,7 @@ def end_fractions(rollouts: list[Any]) -> dict[str, float]:
     return {f"train/end/{reason}": reasons.count(reason) / len(reasons) for reason in END_REASONS}
 
 
-def write_step_rollouts(out: Path, step: int, rollouts: list[Any], advantages: np.ndarray) -> Path:
+def write_step_rollouts(out: Path, step: int, rollouts: list[Any], advantages: list[float]) -> Path:
     """``rollouts/step_XXXXXX.jsonl``: the step's episodes with their ``step`` and ``advantage``
     (a resumed run rewrites the same file identically)."""
     path = out / ROLLOUTS / f"step_{step:06d}.jsonl"

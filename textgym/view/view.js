@@ -21,7 +21,7 @@
     }
     return el;
   }
-  const text = (ep, m) => STRINGS[m.c];
+  const text = (m) => STRINGS[m.c];
   const fmt = (x, digits) => (x === null || x === undefined ? "" : typeof x === "number" ? x.toFixed(digits) : String(x));
   const endBadge = (end) => h("span", { class: "end end-" + (end || "unknown") }, end || "unrecorded");
   const fileOf = (ep) => (ep.source || "").replace(/:\d+$/, "");
@@ -126,7 +126,7 @@
         meta("reward", fmt(ep.reward, 3)), meta("success", ep.success ? "yes" : "no"), h("span", {}, "end ", endBadge(ep.end)),
         meta("turns", ep.turns), meta("advantage", fmt(ep.advantage, 3)), meta("record", ep.source)),
       groupPanel(ep),
-      h("h3", {}, "Conversation"), h("div", { id: "conversation" }, ep.messages.map((m) => message(ep, m))),
+      h("h3", {}, "Conversation"), h("div", { id: "conversation" }, ep.messages.map(message)),
       h("h3", {}, envTitle(ep)), h("div", { id: "env-panel" }, envPanel(ep)),
       h("h3", {}, "Tokens"), h("div", { id: "token-panel" }, tokenPanel(ep))].filter(Boolean));
     detail.scrollTop = 0;
@@ -150,8 +150,8 @@
           h("td", {}, e.advantage === null || e.advantage === undefined ? "n/a" : fmt(e.advantage, 3)), h("td", {}, endBadge(e.end))))));
   }
 
-  function message(ep, m) {
-    const content = text(ep, m);
+  function message(m) {
+    const content = text(m);
     const role = m.role === "tool" ? `tool result${m.name ? ": " + m.name : ""}` : m.role;
     const body = m.role === "system" && content.length > 400
       ? h("details", {}, h("summary", {}, `system prompt (${content.length} characters)`), h("pre", {}, content))
