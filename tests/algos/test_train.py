@@ -364,3 +364,14 @@ def test_a_mixture_of_envs_trains_and_reports_each_env(model_dir, tmp_path):
     args = parser.parse_args(["--env", ENV_ID, "--env", TWO_TURN_ID, "--env-weights", "0.25,0.75"])
     assert train_module.train_config_from_args(args).env == (ENV_ID, TWO_TURN_ID)
     assert train_module.prompt_shares(train_module.train_config_from_args(args).replace(prompts_per_step=4)) == [1, 3]
+
+
+def test_logged_steps_keep_the_groups_the_zero_std_filter_drops(model_dir, tmp_path):
+    grpo = GRPOConfig(group_size=4, lr=3e-3, max_new_tokens=3, max_length=64, micro_batch_size=4, seed=0, filter_zero_std_groups=True)
+    train_module.train(config(model_dir, tmp_path / "run", steps=1, prompts_per_step=4, eval_every=10, grpo=grpo))
+    lines = [json.loads(line) for line in (tmp_path / "run" / "rollouts" / "step_000001.jsonl").open()]
+    assert len(lines) == 16  # every episode, whether its group trained or not
+    for g in {r["group"] for r in lines}:
+        rewards = {r["reward"] for r in lines if r["group"] == g}
+        if len(rewards) == 1:  # a dropped group: no advantage
+            assert all(r["advantage"] == 0.0 for r in lines if r["group"] == g)
