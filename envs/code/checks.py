@@ -8,8 +8,9 @@ to the sandbox (HumanEval/32 makes 100), so a check now runs twice on the host:
 1. **planned**: with its asserts made non-raising and each call into the program answered by an
    :class:`Unknown` (on which every operation gives another), recording each call whose
    arguments are known; these go to the sandbox in the submission's one batch;
-2. **for real**: a call that matches the next planned one takes its answer from the batch, any
-   other (its arguments came from an earlier answer) goes to a live session.
+2. **for real**: each call takes the answer of the next planned one from the batch; at a call
+   that was not planned (its arguments came from an earlier answer), the check starts over
+   with every call live, in one session.
 
 Only step 2 decides, on the plain values the program returned for exactly those arguments;
 step 1 only guesses what to send ahead. A call planned on a branch the real run does not take
