@@ -73,8 +73,8 @@ def test_greedy_answers_like_the_model_card(smollm2_dir):
     from textgym.algos import torch as torch_backend
 
     tokenizer = models.load_tokenizer(smollm2_dir)
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2+3?"}], add_generation_prompt=True)
-    ids, _ = torch_backend.load_policy(smollm2_dir).generate([np.asarray(prompt, np.int32)], 16, temperature=0.0)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2+3?"}], tokenize=False, add_generation_prompt=True)
+    ids, _ = torch_backend.load_policy(smollm2_dir).generate([np.asarray(tokenizer.encode(prompt), np.int32)], 16, temperature=0.0)
     assert "5" in tokenizer.decode(ids[0].tolist())
 
 
