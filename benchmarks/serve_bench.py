@@ -423,6 +423,35 @@ def pct(values, q) -> float:
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
 
 
+def report(results: dict) -> str:
+    """The docs/benchmarks.md tables for a run's results."""
+    lines = []
+    if results.get("sessions"):
+        lines += ["| env | server | sessions held | errors | lost episodes | p50 / p99 step latency | steps/s | server CPU per episode | server peak RSS |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in results["sessions"]:
+            lines.append(
+                f"| {r['env'].split('/')[1]} | {r['server']} (round {r['round']}) | {r['sessions']} | {r['errors']} | {r['lost']} "
+                f"| {r['p50_ms']:.0f} / {r['p99_ms']:.0f} ms | {r['steps_per_s']:.0f} | {r['server_cpu_ms_per_episode']:.1f} ms "
+                f"| {r['server_peak_rss_mib']:.0f} MiB |"
+            )
+        lines.append("")
+    if results.get("latency"):
+        lines += ["| env | in-process step | textgym wire | RemoteEnv.step | OpenEnv create_app wire | transport floor "
+                  "| textgym server CPU over in-process | OpenEnv server CPU over in-process |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in results["latency"]:
+            lines.append(
+                f"| {r['env'].split('/')[1]} | {r['in_process_p50_us']:.0f} us | {r['textgym_wire_p50_us']:.0f} us "
+                f"| {r['textgym_remote_env_p50_us']:.0f} us | {r['openenv_wire_p50_us']:.0f} us | {r['transport_floor_p50_us']:.0f} us "
+                f"| {r['textgym_server_cpu_overhead_us']:.0f} us | {r['openenv_server_cpu_overhead_us']:.0f} us |"
+            )
+        lines.append("")
+    for r in results.get("faults", []):
+        lines.append("```\n" + json.dumps(r, indent=1) + "\n```")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", nargs="*", default=["sessions", "latency", "faults"], choices=["sessions", "latency", "faults"])
@@ -433,7 +462,11 @@ def main() -> None:
     parser.add_argument("--fault-sessions", type=int, default=100)
     parser.add_argument("--servers", nargs="*", default=["textgym", "openenv"], choices=["textgym", "openenv"])
     parser.add_argument("--out", default=None, help="write the results as JSON")
+    parser.add_argument("--report", default=None, metavar="JSON", help="only print the tables of an earlier run's --out")
     args = parser.parse_args()
+    if args.report:
+        print(report(json.loads(Path(args.report).read_text())))
+        return
     results: dict[str, list] = {}
     if "sessions" in args.only:
         for name, env_id in ENVS.items():
@@ -454,6 +487,7 @@ def main() -> None:
         results.setdefault("faults", []).append(row)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    print(report(results))
 
 
 if __name__ == "__main__":
