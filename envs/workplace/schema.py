@@ -60,7 +60,6 @@ class Table:
     columns: tuple[tuple[str, Kind], ...]
     indexes: tuple[str, ...] = ()  # column lists (SQL) of the indexes the tools' queries walk
     search: tuple[str, ...] = ()  # the columns a search's words are looked for in
-    trigram: bool = False  # whether a trigram index narrows those searches (worth it for long texts)
 
     # Cached: the tools read these on every call (cached_property writes the instance __dict__
     # directly, so it works on a frozen dataclass).
@@ -87,31 +86,8 @@ class Table:
         cols = [f'"{c}" {sql_type.get(k, "TEXT")}' + (" PRIMARY KEY" if k == "id" else "") for c, k in self.columns]
         return f'CREATE TABLE "{self.name}" ({", ".join(cols)})'
 
-    @property
-    def fts(self) -> str:
-        return f"{self.name}_fts"
-
     def index_ddl(self) -> list[str]:
-        """Indexes, and with ``trigram`` an FTS5 trigram index of the ``search`` columns kept in
-        step with the table by triggers (it finds substrings, as the searches' LIKE does). Only
-        emails have one: on the short names of the other tables a LIKE scan is as fast, and
-        every write would pay for the index."""
-        out = [f'CREATE INDEX "{self.name}_{i}" ON "{self.name}" ({cols})' for i, cols in enumerate(self.indexes)]
-        if not self.trigram:
-            return out
-        cols = ", ".join(f'"{c}"' for c in self.search)
-        new = ", ".join(f'new."{c}"' for c in self.search)
-        old = ", ".join(f'old."{c}"' for c in self.search)
-        t, f = self.name, self.fts
-        forget = f"INSERT INTO \"{f}\"(\"{f}\", rowid, {cols}) VALUES ('delete', old.rowid, {old});"
-        learn = f'INSERT INTO "{f}"(rowid, {cols}) VALUES (new.rowid, {new});'
-        return out + [
-            f"CREATE VIRTUAL TABLE \"{f}\" USING fts5({cols}, content='{t}', content_rowid='rowid', tokenize='trigram')",
-            f"INSERT INTO \"{f}\"(\"{f}\") VALUES ('rebuild')",
-            f'CREATE TRIGGER "{f}_insert" AFTER INSERT ON "{t}" BEGIN {learn} END',
-            f'CREATE TRIGGER "{f}_delete" AFTER DELETE ON "{t}" BEGIN {forget} END',
-            f'CREATE TRIGGER "{f}_update" AFTER UPDATE OF {cols} ON "{t}" BEGIN {forget} {learn} END',
-        ]
+        return [f'CREATE INDEX "{self.name}_{i}" ON "{self.name}" ({cols})' for i, cols in enumerate(self.indexes)]
 
 
 EMAILS = Table(
@@ -127,7 +103,6 @@ EMAILS = Table(
     ),
     ("sent_datetime DESC, email_id", "substr(sent_datetime, 1, 10)"),
     ("subject", "body", "sender", "recipient"),
-    trigram=True,
 )
 EVENT_END = "datetime(event_start, '+' || duration || ' minutes')"
 """An event's end in SQL; indexed, so a search from a time on walks the index (the same text)."""

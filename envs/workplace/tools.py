@@ -175,20 +175,10 @@ class _Where:
         self.params += params
 
     def words(self, text: str) -> None:
-        """Every word of ``text`` must appear (case-insensitively) in one of the table's ``search`` columns.
-
-        The LIKE conditions decide; a trigram index (emails) only narrows the rows they are tried on
-        first. It folds case by Unicode rules where LIKE folds ASCII only, so it finds every row
-        that LIKE accepts (and perhaps more): results are LIKE's, exactly, at index speed. Words
-        under three characters have no trigram and are left to LIKE alone.
-        """
-        table = self.table
+        """Every word of ``text`` must appear (case-insensitively) in one of the table's ``search`` columns."""
         words = text.split()
-        indexed = ['"' + w.replace('"', '""') + '"' for w in words if len(w) >= 3 and "\0" not in w]
-        if indexed and table.trigram:
-            self.add(f'rowid IN (SELECT rowid FROM "{table.fts}" WHERE "{table.fts}" MATCH ?)', " AND ".join(indexed))
         self.narrowed = self.narrowed or bool(words)  # one scan for count and page: LIKE is the cost
-        columns = table.search
+        columns = self.table.search
         for word in words:
             self.add("(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in columns) + ")", *[_like(word)] * len(columns))
 
@@ -301,7 +291,7 @@ class WorkplaceTools:
         cond, params, cols, offset = where.sql, where.params, table.select_list, (page - 1) * page_size
         if where.narrowed:  # the matches found once, their ids in order; then the page's rows
             # "+column" keeps SQLite from walking the ``order`` index past every non-match: the
-            # matches come from the narrowing index and are sorted (they are few).
+            # matches (a LIKE scan, or the event-end index) come first and are sorted (few).
             by = ", ".join("+" + term.strip() for term in order.split(","))
             ids = [i for (i,) in self.db.execute(f'SELECT rowid FROM "{table.name}"{cond} ORDER BY {by}', params)]
             total, ids = len(ids), ids[offset : offset + page_size]
