@@ -128,7 +128,7 @@ ANALYTICS = Table(
         ("traffic_source", "enum"),
         ("user_engaged", "bool"),
     ),
-    ("date_of_visit, traffic_source, user_engaged", "visitor_id"),
+    ("date_of_visit, traffic_source, user_engaged, session_duration_seconds", "visitor_id"),
 )
 ANALYTICS_DAYS = (
     "CREATE TABLE analytics_days AS SELECT date_of_visit, count(*) AS visits, "
