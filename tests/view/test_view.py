@@ -99,13 +99,16 @@ def test_a_sudoku_episode_shows_both_boards_with_wrong_and_changed_cells(browser
     boards = browser.find_elements(By.CSS_SELECTOR, "#env-panel .board table")
     assert len(boards) == 2 and all(len(b.find_elements(By.TAG_NAME, "td")) == 16 for b in boards)
     verdict = records[i]["verifications"][-1]["verification"]
-    wrong = [k for k, (p, b, s) in enumerate(zip(verdict["puzzle"], verdict["board"], verdict["solution"])) if p == "." and b != s]
+    cells = list(zip(verdict["puzzle"], verdict["board"], verdict["solution"]))
+    # Wrong: a blank filled with another digit than the solution's, or a given the agent altered.
+    wrong = [k for k, (p, b, s) in enumerate(cells) if (p == "." and b != s) or (p != "." and b != p)]
+    assert any(p != "." and b != p for p, b, _ in cells), "the fixture's wrong grid alters a given"
     end_cells = boards[1].find_elements(By.TAG_NAME, "td")
     assert wrong and [k for k, td in enumerate(end_cells) if "wrong" in td.get_attribute("class")] == wrong
     start_cells = boards[0].find_elements(By.TAG_NAME, "td")
     assert [td.text for td in start_cells] == ["" if ch == "." else ch for ch in verdict["puzzle"]]
     changed = [k for k, td in enumerate(end_cells) if re.search(r"\b(changed|wrong)\b", td.get_attribute("class"))]
-    assert changed == [k for k, p in enumerate(verdict["puzzle"]) if p == "."]
+    assert changed == [k for k, (p, b, _) in enumerate(cells) if p == "." or b != p]
     screenshot(browser.find_element(By.ID, "env-panel"), "sudoku")
 
 

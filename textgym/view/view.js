@@ -204,10 +204,13 @@
         for (let c = 0; c < n; c++) {
           const k = r * n + c, given = v.puzzle[k] !== ".", ch = cells[k];
           let cls = given ? "given" : ch === "." || ch === "0" ? "blank" : "changed";
-          if (end && !given && cls !== "blank" && ch !== v.solution[k]) cls = "wrong";
+          const altered = end && given && ch !== v.puzzle[k];
+          if (altered || (end && !given && cls !== "blank" && ch !== v.solution[k])) cls = "wrong";
+          const title = altered ? `wrong: a given the agent altered (it was ${v.puzzle[k]})`
+            : cls + (end && cls === "wrong" ? `: the solution has ${v.solution[k]}` : "");
           if ((c + 1) % bc === 0 && c + 1 < n) cls += " br";
           if ((r + 1) % br === 0 && r + 1 < n) cls += " bb";
-          tds.push(h("td", { class: cls, title: cls.split(" ")[0] + (end && cls.startsWith("wrong") ? `: the solution has ${v.solution[k]}` : "") },
+          tds.push(h("td", { class: cls, title },
             ch === "." || ch === "0" ? "" : ch));
         }
         rows.push(h("tr", {}, tds));
@@ -216,13 +219,15 @@
     };
     const wrong = [...v.board].filter((ch, k) => v.puzzle[k] === "." && ch !== "." && ch !== v.solution[k]).length;
     const changed = [...v.board].filter((ch, k) => v.puzzle[k] === "." && ch !== ".").length;
+    const altered = [...v.board].filter((ch, k) => v.puzzle[k] !== "." && ch !== v.puzzle[k]).length;
     return h("div", { class: "panel" },
-      h("p", {}, `${v.reason} (by ${v.by}; ${v.correct} of ${v.blanks} blanks correct, ${changed} filled, ${wrong} wrong)`),
+      h("p", {}, `${v.reason} (by ${v.by}; ${v.correct} of ${v.blanks} blanks correct, ${changed} filled, ${wrong} wrong`
+        + (altered ? `, ${altered} given${altered > 1 ? "s" : ""} altered)` : ")")),
       h("div", { class: "boards" }, board(v.puzzle, "start", false), board(v.board, "end", true)),
       h("div", { class: "legend" },
         h("span", {}, h("span", { class: "swatch", style: "background:#f1f2f4" }), "given"),
         h("span", {}, h("span", { class: "swatch", style: "background:#ddeefe" }), "filled by the agent"),
-        h("span", {}, h("span", { class: "swatch", style: "background:#fbd5d5" }), "wrong (not the solution's digit)"),
+        h("span", {}, h("span", { class: "swatch", style: "background:#fbd5d5" }), "wrong (not the solution's digit, or an altered given)"),
         h("span", {}, h("span", { class: "swatch", style: "background:#fff" }), "still blank")));
   }
 
