@@ -68,13 +68,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if nested is not None:
         return _run_nested(argv[:2], argv[2:], *nested)
     args = build_parser(argv).parse_args(argv)
+    return _one_line_errors(args.command, lambda: _run(args))
+
+
+def _one_line_errors(name: str, command: Callable[[], int | None]) -> int:
+    """Run a command; a user's mistake or a textgym error is one line on stderr and status 2."""
     try:
-        return _run(args)
+        return int(command() or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except (TextGymError, ValueError, FileNotFoundError, ImportError) as exc:
-        print(f"textgym {args.command}: error: {exc}", file=sys.stderr)
+        print(f"textgym {name}: error: {exc}", file=sys.stderr)
         return 2
 
 
@@ -87,14 +92,7 @@ def _run_nested(words: list[str], argv: list[str], module: str, add_args: str, r
         parser.exit(2, f"textgym {name}: error: {exc}\n")
     getattr(mod, add_args)(parser)
     args = parser.parse_args(argv)
-    try:
-        return int(getattr(mod, run)(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except (TextGymError, ValueError, FileNotFoundError, ImportError) as exc:
-        print(f"textgym {name}: error: {exc}", file=sys.stderr)
-        return 2
+    return _one_line_errors(name, lambda: getattr(mod, run)(args))
 
 
 def _run(args: argparse.Namespace) -> int:
