@@ -1,6 +1,6 @@
 """Sudoku side by side: textgym vs GEM vs TextArena, reset cost and step throughput in one run.
 
-Each library runs in its own worker process (textgym from this repo with ``/work/venv``; GEM and
+Each library runs in its own worker process (textgym from this repo with ``.venv``; GEM and
 TextArena from a separate virtualenv), and the workers are interleaved round by round so that
 machine load hits every library alike. Times are CPU seconds of the worker (``time.process_time``).
 
@@ -20,8 +20,8 @@ are built from the env's solution before the clock starts):
 
 Run (about 6 CPU-minutes in all; 13 wall-clock minutes on a busy 2-core machine)::
 
-    python3 -m venv /work/bench-venvs/gem && /work/bench-venvs/gem/bin/pip install gem-llm textarena
-    /work/venv/bin/python benchmarks/sudoku_bench.py --peer-python /work/bench-venvs/gem/bin/python --rounds 3 --seconds 2
+    python3 -m venv .bench-venvs/gem && .bench-venvs/gem/bin/pip install gem-llm textarena
+    .venv/bin/python benchmarks/sudoku_bench.py --peer-python .bench-venvs/gem/bin/python --rounds 3 --seconds 2
 
 It prints a Markdown table (medians over rounds) and the ratios quoted in docs/benchmarks.md.
 """
@@ -226,7 +226,7 @@ def run_worker(python: str, lib: str, case: str, seconds: float, seed0: int) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--peer-python", default="/work/bench-venvs/gem/bin/python", help="python with gem-llm and textarena")
+    parser.add_argument("--peer-python", default=".bench-venvs/gem/bin/python", help="python with gem-llm and textarena")
     parser.add_argument("--textgym-python", default=sys.executable, help="python with textgym's dependencies")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0, help="CPU seconds per measurement")

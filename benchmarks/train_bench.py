@@ -7,7 +7,7 @@ temperature 1) and the same CPU thread count. A GRPO step is everything between 
 sampling the group completions, scoring them and the update. Each framework runs in its own
 process (TRL from its own virtualenv), so peak RSS is per framework.
 
-    /work/venv/bin/python benchmarks/train_bench.py --trl-python /work/bench-venvs/trl/bin/python
+    .venv/bin/python benchmarks/train_bench.py --trl-python .bench-venvs/trl/bin/python
 
 The TRL worker imports neither textgym nor gymnasium: its reward compares the digits after
 ``<answer>`` with the solution, which is what the Sudoku verifier decides for a one-turn episode.
@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--lr", type=float, default=2e-4)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads of every framework")
-    parser.add_argument("--trl-python", default="/work/bench-venvs/trl/bin/python", help="python of the TRL virtualenv")
+    parser.add_argument("--trl-python", default=".bench-venvs/trl/bin/python", help="python of the TRL virtualenv")
     parser.add_argument("--only", nargs="*", default=["torch", "jax", "trl"], choices=["torch", "jax", "trl"])
     args = parser.parse_args()
 

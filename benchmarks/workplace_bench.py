@@ -24,7 +24,7 @@ Cases (all on the default synthetic world: 320 emails, 240 events, 442 visits, 1
 
 Run (about a minute on 2 cores)::
 
-    PYTHONPATH=. /work/venv/bin/python benchmarks/workplace_bench.py --sessions 1000
+    PYTHONPATH=. .venv/bin/python benchmarks/workplace_bench.py --sessions 1000
     python benchmarks/workplace_bench.py --tools --rounds 3 --peer-python OLD_CHECKOUT_VENV/bin/python
 
 It prints a Markdown table of medians and p99s in microseconds of CPU time of the calling thread
