@@ -13,22 +13,23 @@ from typing import Any
 
 from textgym.error import require
 
-CONTRACT: tuple[str, ...] = ("Learner", "Policy", "grpo_loss", "load_policy", "make_schedule")
-"""The names both backends export (their ``__all__``); each also keeps its own extras importable."""
+CONTRACT: Mapping[str, str] = {
+    "Learner": "learner", "Policy": "policy", "grpo_loss": "loss", "load_policy": "policy", "make_schedule": "learner",
+}
+"""The names both backends export (their ``__all__``) -> the submodule that defines each, the same
+file in both backends; each backend also keeps its own extras importable."""
 
 
-def exports(package: str, table: Mapping[str, str], modules: Sequence[str], extra: str) -> Callable[[str], Any]:
-    """A module ``__getattr__`` that imports ``table[name]`` (a submodule of ``package``) on first use.
+def exports(package: str, own: Mapping[str, str], modules: Sequence[str], extra: str) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that imports a name from its submodule of ``package`` on first use.
 
     Args:
         package: The backend package's ``__name__``.
-        table: Exported name -> the submodule defining it; must cover :data:`CONTRACT`.
+        own: The backend's names beyond :data:`CONTRACT` -> the submodule defining each.
         modules: Third-party modules the backend needs, checked before the first import.
         extra: The pip extra that installs them.
     """
-    missing = set(CONTRACT) - set(table)
-    if missing:
-        raise ValueError(f"{package} must export {sorted(missing)}")
+    table = {**CONTRACT, **own}
 
     def __getattr__(name: str) -> Any:
         if name not in table:

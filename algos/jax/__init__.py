@@ -33,8 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = sorted(lazy.CONTRACT)
 __getattr__ = lazy.exports(
     __name__,
-    {"Learner": "learner", "Policy": "policy", "grpo_loss": "loss", "load_policy": "policy", "make_schedule": "learner",
-     "ModelConfig": "config", "CausalLM": "model", "make_mesh": "sharding"},
+    {"ModelConfig": "config", "CausalLM": "model", "make_mesh": "sharding"},
     modules=("jax", "flax", "optax", "safetensors"),
     extra="jax",
 )

@@ -30,8 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = sorted(lazy.CONTRACT)
 __getattr__ = lazy.exports(
     __name__,
-    {"Learner": "learner", "Policy": "policy", "grpo_loss": "loss", "load_policy": "policy", "make_schedule": "learner",
-     "generate": "sampler", "load_weights": "learner", "sequence_logprobs": "policy"},
+    {"generate": "sampler", "load_weights": "learner", "sequence_logprobs": "policy"},
     modules=("torch", "transformers", "safetensors"),
     extra="torch",
 )
