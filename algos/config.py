@@ -49,6 +49,8 @@ class SFTConfig:
         lr: Peak AdamW learning rate (linear warm-up over the first 10% of steps, cosine decay).
         max_length: Longest packed sequence in tokens.
         micro_batch_size: Sequences per forward/backward (gradients accumulate).
+        trainable_layers: Train only the top this many decoder layers (see
+            ``GRPOConfig.trainable_layers``; ``None``: the preset's, else every parameter).
         chat_template: ``model``: the checkpoint's template; ``compact``: the tiny template
             without its system turn and tool list (a tiny model learns the task from examples,
             not from instructions; prompts are ~15x shorter); ``auto``: compact for ``tiny``.
@@ -72,6 +74,7 @@ class SFTConfig:
     lr: float | None = None
     max_length: int = 1024
     micro_batch_size: int = 16
+    trainable_layers: int | None = None
     chat_template: Template = "auto"
     seed: int = 0
     num_envs: int = 32
@@ -226,6 +229,7 @@ class TrainConfig:
             lr=self.sft_lr,
             max_length=self.grpo.max_length if self.grpo else 1024,
             micro_batch_size=self.grpo.micro_batch_size if self.grpo else 16,
+            trainable_layers=self.grpo.trainable_layers if self.grpo else None,
             chat_template=self.chat_template,
             seed=self.seed,
             threads=self.threads,

@@ -128,6 +128,8 @@ def resolve_sft(config: SFTConfig) -> SFTConfig:
         changes["threads"] = rec.get("threads")
     if config.oracle_kwargs is None:
         changes["oracle_kwargs"] = rec.get("oracle_kwargs")
+    if config.trainable_layers is None:
+        changes["trainable_layers"] = rec.get("grpo", {}).get("trainable_layers")
     return dataclasses.replace(config, **changes)
 
 

@@ -111,7 +111,7 @@ def sft(config: SFTConfig) -> Path:
     grpo = GRPOConfig(
         group_size=1, lr=config.lr, lr_schedule="cosine", warmup_steps=max(1, config.steps // 10), total_steps=config.steps,
         max_length=config.max_length, micro_batch_size=min(config.micro_batch_size, config.batch_size), max_grad_norm=1.0,
-        advantage_scaling="none", seed=config.seed,
+        advantage_scaling="none", trainable_layers=config.trainable_layers, seed=config.seed,
     )
     learner = backend.Learner(policy, grpo)
     order = tree.rng("sft_order").permutation(len(demos))

@@ -92,6 +92,11 @@ class GRPOConfig:
         top_p: Nucleus sampling threshold of the sampler.
         compute_dtype: Activations' dtype in the learner (parameters and optimiser state stay
             float32).
+        trainable_layers: Train only the top this many decoder layers, the final norm and an
+            untied output head; the embedding (and so a head tied to it) and the lower layers
+            stay frozen, so the backward pass stops at the lowest trained layer and the optimiser
+            holds state for the trained weights only (see :func:`~textgym.algos.grpo.learner.is_trainable`).
+            ``None``: every parameter trains.
         seed: Root of the run's seed tree (:class:`~textgym.algos.grpo.SeedTree`): training
             tasks and sampling; ``textgym train`` sets it from ``--seed``.
     """
@@ -126,6 +131,7 @@ class GRPOConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     compute_dtype: ComputeDType = "float32"
+    trainable_layers: int | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -148,6 +154,8 @@ class GRPOConfig:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.trainable_layers is not None and self.trainable_layers < 0:
+            raise ValueError(f"trainable_layers must be >= 0 or None, got {self.trainable_layers}")
         if self.loss_constant is not None and self.loss_constant < 1:
             raise ValueError(f"loss_constant must be >= 1 or None, got {self.loss_constant}")
         if self.rollout_correction_cap < 1:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
@@ -96,6 +97,32 @@ class Learner(Protocol):
     def export(self, directory: str | os.PathLike) -> None:
         """Write the current weights as a Hugging Face directory."""
         ...
+
+
+def is_trainable(name: str, num_layers: int, trainable_layers: int | None) -> bool:
+    """Whether a learner trains the parameter with Hugging Face name ``name`` (both backends ask this).
+
+    With ``trainable_layers=k``, the top ``k`` decoder layers (``model.layers.{i}.`` with
+    ``i >= num_layers - k``) train, and so does everything above them (the final norm, an untied
+    ``lm_head``); the token embedding does not, nor does a head tied to it. The lowest layers are
+    the ones frozen because the backward pass then stops where the trained weights begin.
+
+    Example:
+        >>> [is_trainable(n, 30, 2) for n in ("model.layers.27.mlp.up_proj.weight", "model.layers.28.mlp.up_proj.weight",
+        ...                                    "model.norm.weight", "lm_head.weight", "model.embed_tokens.weight")]
+        [False, True, True, True, False]
+
+    Raises:
+        ValueError: ``trainable_layers`` is larger than ``num_layers``.
+    """
+    if trainable_layers is None:
+        return True
+    if trainable_layers > num_layers:
+        raise ValueError(f"trainable_layers must be at most the model's {num_layers} layers, got {trainable_layers}")
+    if name.startswith("model.embed_tokens."):
+        return False
+    layer = re.match(r"model\.layers\.(\d+)\.", name)
+    return layer is None or int(layer.group(1)) >= num_layers - trainable_layers
 
 
 def stop_sequences(stop_ids: Sequence[int | Sequence[int]]) -> list[list[int]]:

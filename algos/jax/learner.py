@@ -27,7 +27,7 @@ from textgym.algos.grpo.batch import PromptSplit, split_prompts
 from textgym.algos.grpo.learner import BaseLearner, check_state
 from textgym.algos.jax.loss import grpo_loss
 from textgym.algos.jax.model import empty_cache, picked_logprobs, positions_from_mask
-from textgym.algos.jax.params import export_params, load_params
+from textgym.algos.jax.params import export_params, load_params, merge_trees, split_trainable
 from textgym.algos.jax.policy import Policy
 from textgym.algos.jax.sharding import batch_sharding, shard_params
 from textgym.error import CheckpointMismatch
@@ -98,19 +98,21 @@ def update(graphdef: nnx.GraphDef, config: GRPOConfig, params, opt_state, ref_pa
         additive, see :func:`textgym.algos.grpo.grpo_loss`) plus ``stats/grad_norm``.
     """
 
+    trained, frozen = split_trainable(params, config.trainable_layers)  # only `trained` is differentiated
+
     def loss_fn(p, micro):
         ref = None if ref_params is None else _logprobs(graphdef, config, ref_params, micro)
-        return grpo_loss(_logprobs(graphdef, config, p, micro), micro.rest, config, ref)
+        return grpo_loss(_logprobs(graphdef, config, merge_trees(p, frozen), micro), micro.rest, config, ref)
 
     def accumulate(grads, micro):
-        (_, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(params, micro)
+        (_, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(trained, micro)
         return jax.tree.map(jnp.add, grads, g), metrics
 
-    grads, metrics = jax.lax.scan(accumulate, jax.tree.map(jnp.zeros_like, params), micros)
+    grads, metrics = jax.lax.scan(accumulate, jax.tree.map(jnp.zeros_like, trained), micros)
     metrics = jax.tree.map(jnp.sum, metrics)
     metrics["stats/grad_norm"] = optax.tree.norm(grads)
-    updates, opt_state = make_optimizer(config).update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, metrics
+    updates, opt_state = make_optimizer(config).update(grads, opt_state, trained)
+    return merge_trees(optax.apply_updates(trained, updates), frozen), opt_state, metrics
 
 
 def _pad_right(a: np.ndarray | None, columns: int) -> np.ndarray | None:
@@ -144,7 +146,7 @@ class Learner(BaseLearner):
         self.params = self._place(params)
         # The reference is the starting policy, frozen; without a KL term it is never needed.
         self.ref_params = jax.tree.map(jnp.copy, self.params) if config.kl_beta > 0 else None
-        self.opt_state = self._place(self.optimizer.init(self.params))
+        self.opt_state = self._place(self.optimizer.init(split_trainable(self.params, config.trainable_layers)[0]))
         self._stacked: tuple[Batch, PromptSplit] | None = None  # the last batch's micro-batches, reused across iterations
 
     def _place(self, tree):

@@ -22,6 +22,7 @@ import numpy as np
 from flax import nnx
 from safetensors.numpy import load_file, save_file
 
+from textgym.algos.grpo.learner import is_trainable
 from textgym.algos.jax.config import ModelConfig
 from textgym.algos.jax.model import CausalLM
 
@@ -129,6 +130,29 @@ def load_params(path: str | os.PathLike, config: ModelConfig) -> dict:
     if tied_head is not None and not np.array_equal(np.asarray(tied_head, np.float32), loaded[("embed_tokens", "embedding")]):
         raise ValueError("tie_word_embeddings is set but lm_head.weight differs from the embedding")
     return _unflat(loaded)
+
+
+def split_trainable(params: dict, trainable_layers: int | None) -> tuple[dict, dict]:
+    """``(trained, frozen)``: the parameter tree cut by :func:`~textgym.algos.grpo.learner.is_trainable`
+    (``trainable_layers=None``: all of it trained); :func:`merge_trees` puts the halves back together.
+
+    The learner differentiates and optimises only ``trained``, so XLA never builds the frozen
+    weights' gradients nor the backward pass below the lowest trained layer.
+    """
+    if trainable_layers is None:
+        return params, {}
+    flat = _flat(params)
+    layers = len(params["layers"])
+    keep = {p: is_trainable(path_to_hf(p)[0], layers, trainable_layers) for p in flat}
+    return _unflat({p: x for p, x in flat.items() if keep[p]}), _unflat({p: x for p, x in flat.items() if not keep[p]})
+
+
+def merge_trees(a: dict, b: dict) -> dict:
+    """The union of two parameter trees with disjoint leaves (the inverse of :func:`split_trainable`)."""
+    out = dict(a)
+    for key, value in b.items():
+        out[key] = merge_trees(out[key], value) if key in out else value
+    return out
 
 
 def export_params(params: dict, config: ModelConfig, out_dir: str | os.PathLike, source_dir: str | os.PathLike | None = None) -> None:

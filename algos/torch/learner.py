@@ -32,7 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from textgym.algos.grpo import Batch, GRPOConfig, split_micro_batches
 from textgym.algos.grpo.batch import split_prompts
-from textgym.algos.grpo.learner import BaseLearner, check_state
+from textgym.algos.grpo.learner import BaseLearner, check_state, is_trainable
 from textgym.algos.torch.loss import grpo_loss
 from textgym.algos.torch.policy import Policy, continuation_logprobs
 from textgym.error import CheckpointMismatch
@@ -77,6 +77,9 @@ class Learner(BaseLearner):
         self.config = config
         self.model = policy.model
         self.model.train()
+        if config.trainable_layers is not None:  # a tied head is the embedding's parameter, named once
+            for name, param in self.model.named_parameters():
+                param.requires_grad_(is_trainable(name, self.model.config.num_hidden_layers, config.trainable_layers))
         distributed = dist.is_available() and dist.is_initialized()
         self.world_size = dist.get_world_size() if distributed else 1
         self.rank = dist.get_rank() if distributed else 0
@@ -84,7 +87,7 @@ class Learner(BaseLearner):
         self.module = DistributedDataParallel(self.model) if self.world_size > 1 else self.model
         # The frozen reference of the k3 KL: the weights training started from.
         self.reference = copy.deepcopy(self.model).eval().requires_grad_(False) if config.kl_beta > 0 else None
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.params = [p for p in self.model.parameters() if p.requires_grad]  # the optimiser holds only these
         self.optimizer = torch.optim.AdamW(
             self.params, lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps,
             weight_decay=config.weight_decay,

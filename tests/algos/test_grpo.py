@@ -294,3 +294,15 @@ def test_env_error_episodes_leave_the_loss_and_the_group_statistics():
     assert batch.token_count == 6
     clean = pack(rollouts, cfg, pad_id=0)
     assert clean.env_errors == 0 and clean.advantages[0] == pytest.approx(0.75)
+
+
+def test_trainable_layers_is_validated_and_names_what_trains():
+    from textgym.algos.grpo.learner import is_trainable
+
+    with pytest.raises(ValueError, match="trainable_layers"):
+        GRPOConfig(trainable_layers=-1)
+    assert GRPOConfig(trainable_layers=0).trainable_layers == 0
+    assert is_trainable("model.embed_tokens.weight", 4, None)
+    # Zero layers: only what sits above the last layer (final norm, an untied head) trains.
+    assert [is_trainable(n, 4, 0) for n in ("model.layers.3.mlp.up_proj.weight", "model.norm.weight", "lm_head.weight")] == [False, True, True]
+    assert is_trainable("model.layers.0.self_attn.q_proj.weight", 4, 4) and not is_trainable("model.embed_tokens.weight", 4, 4)

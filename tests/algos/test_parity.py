@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses as dc
+
 import numpy as np
 import pytest
 
@@ -116,3 +118,52 @@ def test_torch_checkpoints_load_in_jax_and_back(model_dir, tmp_path):
     np.testing.assert_allclose(
         again.logprobs(batch.input_ids, batch.attention_mask), policy.logprobs(batch.input_ids, batch.attention_mask), atol=1e-4
     )
+
+
+FROZEN = dc.replace(CONFIG, trainable_layers=1, kl_beta=0.0)
+
+
+def test_trainable_layers_freeze_the_same_weights_and_move_the_rest_alike(model_dir, tmp_path):
+    """Top layer, final norm (the tiny head is tied to the embedding): trained; embedding and layer 0: bit-identical."""
+    from safetensors.numpy import load_file
+
+    batch = pack(rollouts(4), FROZEN, pad_id=0)
+    t_learner = torch_backend.Learner(torch_backend.load_policy(model_dir), FROZEN)
+    j_learner = jax_backend.Learner(jax_backend.load_policy(model_dir), FROZEN)
+    for _ in range(2):
+        t_learner.train_step(batch)
+        j_learner.train_step(batch)
+    t_learner.save(tmp_path / "torch")
+    j_learner.save(tmp_path / "jax")
+    start = load_file(str(model_dir / "model.safetensors"))
+    t_after, j_after = load_file(str(tmp_path / "torch" / "model.safetensors")), load_file(str(tmp_path / "jax" / "model.safetensors"))
+    trained = {n for n in start if n.startswith("model.layers.1.") or n == "model.norm.weight"}
+    assert trained and "model.embed_tokens.weight" not in trained
+    for name, before in start.items():
+        dt, dj = (t_after[name] - before).ravel(), (j_after[name] - before).ravel()
+        if name not in trained:
+            assert not dt.any() and not dj.any(), name
+            continue
+        assert np.abs(dt).max() > 0 and np.abs(dj).max() > 0, name
+        assert float(dt @ dj / (np.linalg.norm(dt) * np.linalg.norm(dj))) > 0.99, name
+    # The optimiser holds state for the trained weights only, in both backends' checkpoints.
+    sizes = {k: sum(v.size for n, v in load_file(str(tmp_path / k / "optimizer" / "state.safetensors")).items() if "step" not in n and "count" not in n)
+             for k in ("torch", "jax")}
+    assert sizes["torch"] == sizes["jax"] == 2 * sum(start[n].size for n in trained)
+
+
+def test_a_frozen_run_resumes_and_rejects_a_mismatched_setting(model_dir, tmp_path):
+    from textgym.error import CheckpointMismatch
+
+    batch = pack(rollouts(5), FROZEN, pad_id=0)
+    for backend in (torch_backend, jax_backend):
+        learner = backend.Learner(backend.load_policy(model_dir), FROZEN)
+        learner.train_step(batch)
+        learner.save(tmp_path / backend.__name__)
+        again = backend.Learner(backend.load_policy(model_dir), FROZEN)
+        again.restore(tmp_path / backend.__name__)
+        assert again.step == learner.step
+        with pytest.raises(CheckpointMismatch):
+            backend.Learner(backend.load_policy(model_dir), dc.replace(FROZEN, trainable_layers=2)).restore(tmp_path / backend.__name__)
+        with pytest.raises(ValueError, match="at most the model's 2 layers"):
+            backend.Learner(backend.load_policy(model_dir), dc.replace(FROZEN, trainable_layers=3))
