@@ -60,6 +60,7 @@ class Table:
     columns: tuple[tuple[str, Kind], ...]
     indexes: tuple[str, ...] = ()  # column lists (SQL) of the indexes the tools' queries walk
     search: tuple[str, ...] = ()  # the columns a search's words are looked for in
+    order: str = ""  # ORDER BY of the table's search results (SQL)
 
     # Cached: the tools read these on every call (cached_property writes the instance __dict__
     # directly, so it works on a frozen dataclass).
@@ -103,6 +104,7 @@ EMAILS = Table(
     ),
     ("sent_datetime DESC, email_id", "substr(sent_datetime, 1, 10)"),
     ("subject", "body", "sender", "recipient"),
+    "sent_datetime DESC, email_id",
 )
 EVENT_END = "datetime(event_start, '+' || duration || ' minutes')"
 """An event's end in SQL; indexed, so a search from a time on walks the index (the same text)."""
@@ -117,6 +119,7 @@ CALENDAR = Table(
     ),
     ("event_start, event_id", f"{EVENT_END}"),
     ("event_name", "participant_email"),
+    "event_start, event_id",
 )
 ANALYTICS = Table(
     "analytics",
@@ -150,6 +153,7 @@ PROJECT_TASKS = Table(
     ),
     ("due_date, task_id",),
     ("task_name",),
+    "due_date, task_id",
 )
 CUSTOMERS = Table(
     "customers",
@@ -167,8 +171,11 @@ CUSTOMERS = Table(
     ),
     ("customer_name, customer_id",),
     ("customer_name",),
+    "customer_name, customer_id",
 )
-DIRECTORY = Table("company_directory", (("name", "text"), ("email_address", "email")), search=("name", "email_address"))
+DIRECTORY = Table(
+    "company_directory", (("name", "text"), ("email_address", "email")), search=("name", "email_address"), order="email_address"
+)
 
 TABLES: tuple[Table, ...] = (EMAILS, CALENDAR, ANALYTICS, PLOTS, PROJECT_TASKS, CUSTOMERS, DIRECTORY)
 TABLES_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from textgym.envs.workplace import schema as S
+from textgym.envs.workplace import search
 from textgym.error import ToolError
 from textgym.tools import EMAIL_PATTERN, Param, Toolset, ToolResult
 
@@ -162,12 +163,20 @@ def _norm_id(value: str) -> str:
 
 
 class _Where:
-    """A search's WHERE clause, built filter by filter, with its parameters in placeholder order."""
+    """A search's WHERE clause, built filter by filter, with its parameters in placeholder order.
 
-    def __init__(self, table: S.Table | None = None):
+    Args:
+        table: The table searched (its ``search`` columns hold the words).
+        indexed: Whether the words may be found in the world's word index (see ``search.py``)
+            rather than by ``LIKE`` conditions.
+    """
+
+    def __init__(self, table: S.Table | None = None, indexed: bool = False):
         self.table = table
+        self.indexed = indexed
         self.conds: list[str] = []
         self.params: list[Any] = []
+        self.keys: list[bytes] = []  # the words that the word index finds, folded
         self.narrowed = False  # whether to find the matches once (words, an end time), then page them
 
     def add(self, cond: str, *params: Any) -> None:
@@ -177,10 +186,14 @@ class _Where:
     def words(self, text: str) -> None:
         """Every word of ``text`` must appear (case-insensitively) in one of the table's ``search`` columns."""
         words = text.split()
-        self.narrowed = self.narrowed or bool(words)  # one scan for count and page: LIKE is the cost
+        self.narrowed = self.narrowed or bool(words)  # the matches found once, for count and page
         columns = self.table.search
         for word in words:
-            self.add("(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in columns) + ")", *[_like(word)] * len(columns))
+            key = search.key(word) if self.indexed else None
+            if key is not None:
+                self.keys.append(key)
+            else:
+                self.add("(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in columns) + ")", *[_like(word)] * len(columns))
 
     def equal(self, **values: str | None) -> None:
         """Each column given a value must hold it (ignoring case); None leaves the column free."""
@@ -220,20 +233,30 @@ class WorkplaceTools:
 
     Args:
         db: The session's SQLite connection.
+        words: The word index of the world that ``db`` is a copy of (``World.words``); searches
+            find their words there and in the rows this session wrote. Without it, by ``LIKE``.
     """
 
-    def __init__(self, db: sqlite3.Connection):
+    def __init__(self, db: sqlite3.Connection, words: Mapping[str, search.WordIndex] | None = None):
         self.db = db
+        self.words = words
         self.touched: dict[str, set[str]] = {}
+        self._changes = db.total_changes  # rows changed so far; any other count means a write not ours
 
     def clear(self) -> None:
         """Forget the touched rows (after the database was restored)."""
         self.touched = {}
+        self._changes = self.db.total_changes
 
     def _touch(self, table: S.Table, row_id: str | None) -> None:
         ids = self.touched.setdefault(table.name, set())
         if row_id is not None:
             ids.add(row_id)
+        self._changes = self.db.total_changes
+
+    def _where(self, table: S.Table) -> _Where:
+        """A search's filter; its words go to the word index unless rows changed behind the tools' back."""
+        return _Where(table, self.words is not None and self.db.total_changes == self._changes)
 
     def toolset(self) -> Toolset:
         """All 27 tools, bound to this object, in NeMo Gym's order."""
@@ -287,22 +310,52 @@ class WorkplaceTools:
         self._touch(table, key)
         return {"status": "updated", table.id_column: key, "field": field, "new_value": value}
 
-    def _page(self, table: S.Table, where: _Where, order: str, page: int, page_size: int, label: str):
+    def _matches(self, table: S.Table, keys: list[bytes]) -> tuple[list[int], set[int]]:
+        """Rowids of the rows holding every key: the pristine ones in the table's order, then those this session wrote."""
+        index, touched = self.words[table.name], self.touched.get(table.name)
+        positions = index.matching(keys)
+        if not touched:
+            return [index.rowids[p] for p in sorted(positions)], set()
+        positions -= {index.position[i] for i in touched if i in index.position}
+        marks, cols = ", ".join("?" * len(touched)), ", ".join(f'"{c}"' for c in table.search)
+        sql = f'SELECT rowid, {cols} FROM "{table.name}" WHERE "{table.id_column}" IN ({marks})'
+        written = {r[0] for r in self.db.execute(sql, list(touched)) if all(k in search.fold(r[1:]) for k in keys)}
+        return [index.rowids[p] for p in sorted(positions)], written
+
+    def _found(self, table: S.Table, where: _Where) -> list[int]:
+        """Rowids of every match in the table's order (the words from the index, the rest from SQL)."""
+        if where.keys:
+            pristine, written = self._matches(table, where.keys)
+            if not written and not where.conds:  # the order is the index's: no SQL at all
+                return pristine
+            matches = set(pristine) | written
+            if not matches:
+                return []
+        # With conditions, "+column" keeps SQLite from walking the ``order`` index past every
+        # non-match: the matches (by an index on the condition's column, the event end, a LIKE
+        # scan) come first and are sorted (few).
+        by = ", ".join("+" + term.strip() for term in table.order.split(",")) if where.conds else table.order
+        ids = self.db.execute(f'SELECT rowid FROM "{table.name}"{where.sql} ORDER BY {by}', where.params)
+        return [i for (i,) in ids] if not where.keys else [i for (i,) in ids if i in matches]
+
+    def _by_rowid(self, table: S.Table, ids: list[int], cols: str) -> list[tuple]:
+        """The rows ``ids`` (their columns ``cols``), in the order of ``ids``."""
+        if not ids:
+            return []
+        sql = f'SELECT rowid, {cols} FROM "{table.name}" WHERE rowid IN ({", ".join("?" * len(ids))})'
+        found = {r[0]: r[1:] for r in self.db.execute(sql, ids)}
+        return [found[i] for i in ids]
+
+    def _page(self, table: S.Table, where: _Where, page: int, page_size: int, label: str):
         cond, params, cols, offset = where.sql, where.params, table.select_list, (page - 1) * page_size
         if where.narrowed:  # the matches found once, their ids in order; then the page's rows
-            # "+column" keeps SQLite from walking the ``order`` index past every non-match: the
-            # matches (a LIKE scan, or the event-end index) come first and are sorted (few).
-            by = ", ".join("+" + term.strip() for term in order.split(","))
-            ids = [i for (i,) in self.db.execute(f'SELECT rowid FROM "{table.name}"{cond} ORDER BY {by}', params)]
-            total, ids = len(ids), ids[offset : offset + page_size]
-            marks = ", ".join("?" * len(ids))
-            sql = f'SELECT rowid, {cols} FROM "{table.name}" WHERE rowid IN ({marks})'
-            found = {r[0]: r[1:] for r in self.db.execute(sql, ids)} if ids else {}
-            rows = [found[i] for i in ids]
-        else:  # the page walks the index in ``order`` and stops after LIMIT rows; the count apart
+            ids = self._found(table, where)
+            total, rows = len(ids), self._by_rowid(table, ids[offset : offset + page_size], cols)
+        else:  # the page walks the index in the table's order and stops after LIMIT rows; the count apart
             (total,) = self.db.execute(f'SELECT count(*) FROM "{table.name}"{cond}', params).fetchone()
             rows = self.db.execute(
-                f'SELECT {cols} FROM "{table.name}"{cond} ORDER BY {order} LIMIT ? OFFSET ?', [*params, page_size, offset]
+                f'SELECT {cols} FROM "{table.name}"{cond} ORDER BY {table.order} LIMIT ? OFFSET ?',
+                [*params, page_size, offset],
             ).fetchall() if total > offset else []
         return {
             label: [dict(zip(table.names, r)) for r in rows],
@@ -334,12 +387,11 @@ class WorkplaceTools:
         Args:
             name: Name or partial name to search for; every word must match the person's name or address.
         """
-        where = _Where(S.DIRECTORY)
+        where = self._where(S.DIRECTORY)
         where.words(name)
-        rows = self.db.execute(
-            f"SELECT email_address FROM company_directory{where.sql} ORDER BY email_address", where.params
-        )
-        return [r[0] for r in rows]
+        if where.narrowed:
+            return [r[0] for r in self._by_rowid(S.DIRECTORY, self._found(S.DIRECTORY, where), "email_address")]
+        return [r[0] for r in self.db.execute("SELECT email_address FROM company_directory ORDER BY email_address")]
 
     # ----- email -----
 
@@ -387,10 +439,10 @@ class WorkplaceTools:
             page: Page number of results, from 1.
             page_size: Number of emails per page.
         """
-        where = _Where(S.EMAILS)
+        where = self._where(S.EMAILS)
         where.words(query)
         where.dates("substr(sent_datetime, 1, 10)", date_min, date_max)
-        return self._page(S.EMAILS, where, "sent_datetime DESC, email_id", page, page_size, "emails")
+        return self._page(S.EMAILS, where, page, page_size, "emails")
 
     def email_send_email(self, recipient: Email, subject: str, body: str) -> dict[str, Any]:
         """Sends an email to the specified recipient.
@@ -463,14 +515,14 @@ class WorkplaceTools:
             page: Page number of results, from 1.
             page_size: Number of events per page.
         """
-        where = _Where(S.CALENDAR)
+        where = self._where(S.CALENDAR)
         where.words(query)
         if time_min:  # served by the index on the end: few events end after a given time
             where.add(f"{S.EVENT_END} >= ?", canonical_datetime(time_min))
             where.narrowed = True
         if time_max:
             where.add("event_start <= ?", canonical_datetime(time_max))
-        return self._page(S.CALENDAR, where, "event_start, event_id", page, page_size, "events")
+        return self._page(S.CALENDAR, where, page, page_size, "events")
 
     def calendar_create_event(
         self, event_name: str, participant_email: Email, event_start: Moment, duration: Minutes
@@ -670,12 +722,12 @@ class WorkplaceTools:
             page: Page number of results, from 1.
             page_size: Number of tasks per page.
         """
-        where = _Where(S.PROJECT_TASKS)
+        where = self._where(S.PROJECT_TASKS)
         where.words(task_name or "")
         where.equal(assigned_to_email=assigned_to_email, list_name=list_name, board=board)
         if due_date:
             where.add("due_date = ?", canonical_date(due_date))
-        return self._page(S.PROJECT_TASKS, where, "due_date, task_id", page, page_size, "tasks")
+        return self._page(S.PROJECT_TASKS, where, page, page_size, "tasks")
 
     def project_management_create_task(
         self, task_name: str, assigned_to_email: Email, list_name: S.ListName, due_date: Day, board: S.Board
@@ -755,14 +807,14 @@ class WorkplaceTools:
             page: Page number of results, from 1.
             page_size: Number of customers per page.
         """
-        where = _Where(S.CUSTOMERS)
+        where = self._where(S.CUSTOMERS)
         where.words(customer_name or "")
         if customer_email:
             where.add("customer_email LIKE ? ESCAPE '\\'", _like(customer_email.strip()))
         where.equal(product_interest=product_interest, status=status, assigned_to_email=assigned_to_email)
         where.dates("last_contact_date", last_contact_date_min, last_contact_date_max)
         where.dates("follow_up_by", follow_up_by_min, follow_up_by_max)
-        return self._page(S.CUSTOMERS, where, "customer_name, customer_id", page, page_size, "customers")
+        return self._page(S.CUSTOMERS, where, page, page_size, "customers")
 
     def customer_relationship_manager_update_customer(
         self,

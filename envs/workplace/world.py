@@ -7,7 +7,8 @@ copies one buffer (~25 us) instead of replaying inserts or running ``backup`` (~
 reset costs far below a millisecond and sessions share nothing.
 
 The world also keeps its rows as plain dicts for the task generator, which reads parameters and
-ground truth from them without touching SQL.
+ground truth from them without touching SQL, and the searched text of its rows, folded once for
+every session's word searches (:mod:`~textgym.envs.workplace.search`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from textgym.envs.workplace import schema as S
+from textgym.envs.workplace.search import WordIndex, build
 from textgym.envs.workplace.synth import synthesize
 
 # File names in the WorkBench repository (data/processed, data/raw), then our own table names.
@@ -60,6 +62,7 @@ class World:
         self.rows: dict[str, list[dict[str, Any]]] = {
             t.name: [dict(zip(t.names, r)) for r in db.execute(f'SELECT * FROM "{t.name}"')] for t in S.TABLES
         }
+        self.words: dict[str, WordIndex] = build(db)  # every session's searches read it (see search.py)
         db.close()
         self.people: list[tuple[str, str]] = [
             (r["name"], r["email_address"])
