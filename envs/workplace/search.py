@@ -3,22 +3,21 @@
 A search word matches a row when it appears, ignoring ASCII case, in one of the table's
 ``search`` columns: ``col LIKE '%word%'`` per column, which SQLite answers by decoding every
 character of the table (~150 us for the default world's 320 emails, issue 14). A world's rows
-never change, so a :class:`WordIndex` folds and joins their searched text once per world, and a
-word is found by ``bytes.find`` in C; a session reads back only the rows that it wrote and folds
-them alike (``WorkplaceTools._matches``). Nothing is built per reset.
+never change, so a :class:`WordIndex` folds their searched text once per world and notes which
+rows hold each 3-byte sequence; a word's candidates are the rows holding all of its sequences,
+and a substring test decides. A session reads back only the rows that it wrote and folds them
+alike (``WorkplaceTools._matches``). Nothing is built per reset.
 
 Why this equals ``LIKE`` (tests/envs/test_workplace_search.py checks it against the statements):
 ``LIKE`` folds ASCII letters only, as ``bytes.lower`` does on UTF-8, and a UTF-8 needle can only
 match at character boundaries; ``LIKE`` reads a value up to its first NUL, so the text is cut
-there; a word holds no whitespace, so it cannot match across the newline that joins two columns
-or the NUL that ends a row. Words that ``LIKE`` may treat otherwise (a NUL, a lone surrogate,
+there; a word holds no whitespace, so it cannot match across the newline that joins two columns. Words that ``LIKE`` may treat otherwise (a NUL, a lone surrogate,
 over :data:`MAX_WORD` characters, near SQLite's pattern limit) stay ``LIKE`` conditions.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 
 from textgym.envs.workplace import schema as S
@@ -42,7 +41,7 @@ def fold(values: Iterable[str | None]) -> bytes:
 
 
 class WordIndex:
-    """One table's searched text in a pristine world, its rows in the table's search order.
+    """One table's rows and searched text in a pristine world, in the table's search order.
 
     Args:
         db: The world's database, as built.
@@ -51,28 +50,35 @@ class WordIndex:
 
     def __init__(self, db: sqlite3.Connection, table: S.Table):
         ident = f'"{table.id_column}"' if table.id_column else "NULL"
-        cols = ", ".join(f'"{c}"' for c in table.search)
-        rows = db.execute(f'SELECT rowid, {ident}, {cols} FROM "{table.name}" ORDER BY {table.order}').fetchall()
+        rows = db.execute(f'SELECT rowid, {ident}, {table.select_list} FROM "{table.name}" ORDER BY {table.order}').fetchall()
         self.rowids: list[int] = [r[0] for r in rows]  # position -> rowid
         self.position: dict[str, int] = {r[1]: i for i, r in enumerate(rows) if r[1] is not None}  # id -> position
-        self.texts: list[bytes] = [fold(r[2:]) for r in rows]
-        self.text = b"\x00".join(self.texts) + b"\x00"
-        self.starts: list[int] = []  # where each row's text begins in ``text``
-        at = 0
-        for t in self.texts:
-            self.starts.append(at)
-            at += len(t) + 1
+        self.rows: list[tuple] = [r[2:] for r in rows]  # position -> the row's columns, as the tools select them
+        self.at: dict[int, int] = {r: i for i, r in enumerate(self.rowids)}  # rowid -> position
+        searched = [table.names.index(c) for c in table.search]
+        self.texts: list[bytes] = [fold([r[i] for i in searched]) for r in self.rows]
+        self.grams: dict[bytes, int] = {}  # each 3-byte sequence of the texts -> the rows holding it, as bits
+        for p, text in enumerate(self.texts):
+            bit = 1 << p
+            for gram in {text[i : i + 3] for i in range(len(text) - 2)}:
+                self.grams[gram] = self.grams.get(gram, 0) | bit
 
-    def matching(self, keys: Sequence[bytes]) -> set[int]:
-        """Positions of the rows whose text holds every key."""
-        text, starts, found = self.text, self.starts, set()
-        at = text.find(keys[0])
-        while at != -1:  # one C search per matching row: skip to the next row after each hit
-            row = bisect_right(starts, at) - 1
-            found.add(row)
-            at = text.find(keys[0], starts[row] + len(self.texts[row]) + 1)
-        for k in keys[1:]:
-            found = {p for p in found if k in self.texts[p]}
+    def matching(self, keys: Sequence[bytes]) -> list[int]:
+        """Positions (ascending) of the rows whose text holds every key.
+
+        The rows holding every 3-byte sequence of the keys are the candidates (a few bit ANDs),
+        and a substring test on each candidate decides; keys under 3 bytes test every row.
+        """
+        mask = (1 << len(self.texts)) - 1
+        for k in keys:
+            for i in range(len(k) - 2):
+                mask &= self.grams.get(k[i : i + 3], 0)
+        bits, found, at = format(mask, "b")[::-1], [], 0
+        texts = self.texts
+        while (at := bits.find("1", at)) != -1:
+            if all(k in texts[at] for k in keys):
+                found.append(at)
+            at += 1
         return found
 
 

@@ -310,53 +310,58 @@ class WorkplaceTools:
         self._touch(table, key)
         return {"status": "updated", table.id_column: key, "field": field, "new_value": value}
 
-    def _matches(self, table: S.Table, keys: list[bytes]) -> tuple[list[int], set[int]]:
-        """Rowids of the rows holding every key: the pristine ones in the table's order, then those this session wrote."""
-        index, touched = self.words[table.name], self.touched.get(table.name)
-        positions = index.matching(keys)
-        if not touched:
-            return [index.rowids[p] for p in sorted(positions)], set()
-        positions -= {index.position[i] for i in touched if i in index.position}
-        marks, cols = ", ".join("?" * len(touched)), ", ".join(f'"{c}"' for c in table.search)
-        sql = f'SELECT rowid, {cols} FROM "{table.name}" WHERE "{table.id_column}" IN ({marks})'
-        written = {r[0] for r in self.db.execute(sql, list(touched)) if all(k in search.fold(r[1:]) for k in keys)}
-        return [index.rowids[p] for p in sorted(positions)], written
+    def _matches(self, table: S.Table, keys: list[bytes]) -> set[int]:
+        """Rowids of the rows holding every key: from the world's index, and the rows this session wrote."""
+        index, touched = self.words[table.name], self.touched.get(table.name, set())
+        written = {index.position[i] for i in touched if i in index.position}
+        found = {index.rowids[p] for p in index.matching(keys) if p not in written}
+        if touched:
+            marks, cols = ", ".join("?" * len(touched)), ", ".join(f'"{c}"' for c in table.search)
+            sql = f'SELECT rowid, {cols} FROM "{table.name}" WHERE "{table.id_column}" IN ({marks})'
+            found |= {r[0] for r in self.db.execute(sql, list(touched)) if all(k in search.fold(r[1:]) for k in keys)}
+        return found
 
-    def _found(self, table: S.Table, where: _Where) -> list[int]:
-        """Rowids of every match in the table's order (the words from the index, the rest from SQL)."""
-        if where.keys:
-            pristine, written = self._matches(table, where.keys)
-            if not written and not where.conds:  # the order is the index's: no SQL at all
-                return pristine
-            matches = set(pristine) | written
+    def _rows(self, table: S.Table, where: _Where, offset: int, limit: int | None) -> tuple[int, list[tuple]]:
+        """The number of matches and the matches ``offset`` to ``offset + limit`` (all without a limit), in order.
+
+        While the table is as built, the world's index holds its rows in order: SQL, if needed
+        at all, only tells which rows pass the other filters. Once the session wrote to it, SQL
+        sorts the matches and gives the page's rows.
+        """
+        end = None if limit is None else offset + limit
+        pristine = where.indexed and not self.touched.get(table.name)
+        if pristine and not where.conds:  # the words' matches or every row, in order: no SQL at all
+            index = self.words[table.name]
+            positions = index.matching(where.keys) if where.keys else range(len(index.rows))
+            return len(positions), [index.rows[p] for p in positions[offset:end]]
+        cond, params = where.sql, where.params
+        if where.keys:  # the words' matches (few) are the rows that SQL filters and sorts
+            matches = self._matches(table, where.keys)
             if not matches:
-                return []
-        # With conditions, "+column" keeps SQLite from walking the ``order`` index past every
-        # non-match: the matches (by an index on the condition's column, the event end, a LIKE
-        # scan) come first and are sorted (few).
-        by = ", ".join("+" + term.strip() for term in table.order.split(",")) if where.conds else table.order
-        ids = self.db.execute(f'SELECT rowid FROM "{table.name}"{where.sql} ORDER BY {by}', where.params)
-        return [i for (i,) in ids] if not where.keys else [i for (i,) in ids if i in matches]
-
-    def _by_rowid(self, table: S.Table, ids: list[int], cols: str) -> list[tuple]:
-        """The rows ``ids`` (their columns ``cols``), in the order of ``ids``."""
-        if not ids:
-            return []
-        sql = f'SELECT rowid, {cols} FROM "{table.name}" WHERE rowid IN ({", ".join("?" * len(ids))})'
-        found = {r[0]: r[1:] for r in self.db.execute(sql, ids)}
-        return [found[i] for i in ids]
+                return 0, []
+            # As many marks as the next power of two (the last id repeated): a few statements to
+            # prepare, not one per count. (json_each would be one, but a statement holding it
+            # crashed SQLite 3.40 after the next ``deserialize``.)
+            ids = sorted(matches)
+            ids += ids[-1:] * ((1 << (len(ids) - 1).bit_length()) - len(ids))
+            cond = " WHERE " + " AND ".join([f"rowid IN ({', '.join('?' * len(ids))})", *where.conds])
+            params = [*ids, *params]
+        if pristine:  # SQL only filters, into one string of rowids (a returned row costs more than a filter)
+            index = self.words[table.name]
+            (ids,) = self.db.execute(f'SELECT group_concat(rowid) FROM "{table.name}"{cond}', params).fetchone()
+            positions = sorted(index.at[int(i)] for i in ids.split(",")) if ids else []
+            return len(positions), [index.rows[p] for p in positions[offset:end]]
+        # "+column" keeps SQLite from walking the order's index past every non-match when the
+        # matches are few and found otherwise (the words', or by the index on the event end).
+        by = ", ".join("+" + term.strip() for term in table.order.split(",")) if where.narrowed else table.order
+        ids = [i for (i,) in self.db.execute(f'SELECT rowid FROM "{table.name}"{cond} ORDER BY {by}', params)]
+        total, ids = len(ids), ids[offset:end]
+        sql = f'SELECT rowid, {table.select_list} FROM "{table.name}" WHERE rowid IN ({", ".join("?" * len(ids))})'
+        found = {r[0]: r[1:] for r in self.db.execute(sql, ids)} if ids else {}
+        return total, [found[i] for i in ids]
 
     def _page(self, table: S.Table, where: _Where, page: int, page_size: int, label: str):
-        cond, params, cols, offset = where.sql, where.params, table.select_list, (page - 1) * page_size
-        if where.narrowed:  # the matches found once, their ids in order; then the page's rows
-            ids = self._found(table, where)
-            total, rows = len(ids), self._by_rowid(table, ids[offset : offset + page_size], cols)
-        else:  # the page walks the index in the table's order and stops after LIMIT rows; the count apart
-            (total,) = self.db.execute(f'SELECT count(*) FROM "{table.name}"{cond}', params).fetchone()
-            rows = self.db.execute(
-                f'SELECT {cols} FROM "{table.name}"{cond} ORDER BY {table.order} LIMIT ? OFFSET ?',
-                [*params, page_size, offset],
-            ).fetchall() if total > offset else []
+        total, rows = self._rows(table, where, (page - 1) * page_size, page_size)
         return {
             label: [dict(zip(table.names, r)) for r in rows],
             "page": page,
@@ -389,9 +394,7 @@ class WorkplaceTools:
         """
         where = self._where(S.DIRECTORY)
         where.words(name)
-        if where.narrowed:
-            return [r[0] for r in self._by_rowid(S.DIRECTORY, self._found(S.DIRECTORY, where), "email_address")]
-        return [r[0] for r in self.db.execute("SELECT email_address FROM company_directory ORDER BY email_address")]
+        return [address for _, address in self._rows(S.DIRECTORY, where, 0, None)[1]]  # (name, email_address)
 
     # ----- email -----
 

@@ -162,3 +162,12 @@ def test_a_write_behind_the_tools_back_is_still_found(env):
     env.reset(seed=0)
     assert '"total": 0' in env.tools.call("email_search_emails", {"query": "zqxv"}).content
     assert env._session._where(S.EMAILS).indexed  # the pristine world again: the index serves
+
+
+def test_filtered_word_searches_survive_resets(env):
+    """A words-and-dates search, a reset (``deserialize``), then another: once a segfault of SQLite 3.40
+    when the first statement held a ``json_each``."""
+    for _ in range(3):
+        assert env.tools.call("email_search_emails", {"query": "raj", "date_min": "2023-11-01"}).error is None
+        env.reset(seed=0)
+        assert env.tools.call("calendar_search_events", {"query": "raj", "time_min": "2023-11-01 00:00:00"}).error is None
