@@ -27,7 +27,7 @@ def _reference(world: World) -> tuple[WorkplaceTools, Toolset, threading.Lock]:
     """The scratch database that ground truth is replayed on: one per world and process, not per
     session, which spares every live session a second copy of the world; the lock keeps threaded
     callers apart."""
-    tools = WorkplaceTools(world.connect(), world.words)
+    tools = WorkplaceTools(world.connect(), world)
     return tools, tools.toolset(), threading.Lock()
 
 
@@ -100,7 +100,7 @@ class WorkplaceEnv(TextEnv):
         self.world = get_world(world_seed, data_dir)
         self._pool = select_templates(categories, difficulty)
         super().__init__(tasks=tasks, max_turns=max_turns, max_action_chars=max_action_chars, render_mode=render_mode)
-        self._session = WorkplaceTools(self.world.connect(), self.world.words)
+        self._session = WorkplaceTools(self.world.connect(), self.world)
         self._toolset = self._session.toolset()
         self._oracle_done = False
         self._answer: list[dict[str, Any]] = []

@@ -133,13 +133,6 @@ ANALYTICS = Table(
     ),
     ("date_of_visit, traffic_source, user_engaged, session_duration_seconds", "visitor_id"),
 )
-ANALYTICS_DAYS = (
-    "CREATE TABLE analytics_days AS SELECT date_of_visit, count(*) AS visits, "
-    "sum(user_engaged = 1) AS engaged FROM analytics GROUP BY date_of_visit",
-    "CREATE INDEX analytics_days_0 ON analytics_days (date_of_visit)",
-)
-"""Visits and engaged visits per day, made with the world: the per-day counts read ~60 rows
-instead of ~440. No tool writes the analytics table, so the counts never go stale."""
 PLOTS = Table("plots", (("file_path", "text"),))
 PROJECT_TASKS = Table(
     "project_tasks",

@@ -21,12 +21,16 @@ import json
 import math
 import sqlite3
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from textgym.envs.workplace import schema as S
 from textgym.envs.workplace import search
 from textgym.error import ToolError
 from textgym.tools import EMAIL_PATTERN, Param, Toolset, ToolResult
+
+if TYPE_CHECKING:
+    from textgym.envs.workplace.visits import Visits
+    from textgym.envs.workplace.world import World
 
 Email = Annotated[str, Param(format="email")]
 Day = Annotated[str, Param(format="date", description="A date as YYYY-MM-DD.")]
@@ -157,6 +161,11 @@ def _like(word: str) -> str:
     return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+def _bounds(lo: str | None, hi: str | None) -> tuple[str | None, str | None]:
+    """A date range's bounds as YYYY-MM-DD, an omitted (or empty) bound None."""
+    return canonical_date(lo) if lo else None, canonical_date(hi) if hi else None
+
+
 def _norm_id(value: str) -> str:
     value = value.strip()
     return value.zfill(8) if value.isdigit() else value
@@ -203,9 +212,9 @@ class _Where:
 
     def dates(self, column: str, lo: str | None, hi: str | None) -> None:
         """``column`` (a date expression) must lie within [lo, hi]; an omitted bound is open."""
-        for op, value in ((">=", lo), ("<=", hi)):
+        for op, value in zip((">=", "<="), _bounds(lo, hi)):
             if value:
-                self.add(f"{column} {op} ?", canonical_date(value))
+                self.add(f"{column} {op} ?", value)
 
     @property
     def sql(self) -> str:
@@ -233,13 +242,15 @@ class WorkplaceTools:
 
     Args:
         db: The session's SQLite connection.
-        words: The word index of the world that ``db`` is a copy of (``World.words``); searches
-            find their words there and in the rows this session wrote. Without it, by ``LIKE``.
+        world: The world that ``db`` is a copy of: searches find their words in its word index
+            (and in the rows this session wrote), the analytics counts are its own. Without
+            it, SQL does all (``LIKE`` per word and column).
     """
 
-    def __init__(self, db: sqlite3.Connection, words: Mapping[str, search.WordIndex] | None = None):
+    def __init__(self, db: sqlite3.Connection, world: World | None = None):
         self.db = db
-        self.words = words
+        self.world = world
+        self.words = None if world is None else world.words
         self.touched: dict[str, set[str]] = {}
         self._changes = db.total_changes  # rows changed so far; any other count means a write not ours
 
@@ -254,9 +265,14 @@ class WorkplaceTools:
             ids.add(row_id)
         self._changes = self.db.total_changes
 
+    def _indexed(self) -> bool:
+        """Whether the world's word index and counts describe this database: a world was given,
+        and no row changed but by these tools (which note what they touch)."""
+        return self.words is not None and self.db.total_changes == self._changes
+
     def _where(self, table: S.Table) -> _Where:
-        """A search's filter; its words go to the word index unless rows changed behind the tools' back."""
-        return _Where(table, self.words is not None and self.db.total_changes == self._changes)
+        """A search's filter; its words go to the word index when that describes the database."""
+        return _Where(table, self._indexed())
 
     def toolset(self) -> Toolset:
         """All 27 tools, bound to this object, in NeMo Gym's order."""
@@ -593,14 +609,9 @@ class WorkplaceTools:
         ).fetchall()
         return {"total": sum(n for _, n in rows), "by_date": dict(rows)}
 
-    def _days(self, time_min: str | None, time_max: str | None, column: str) -> dict[str, Any]:
-        """``_count_by_date`` of all visits (``column="visits"``) or engaged ones, from the per-day table."""
-        where = self._range(time_min, time_max)
-        where.add(f"{column} > 0")  # a day without such visits has no group in the count by date
-        rows = self.db.execute(
-            f"SELECT date_of_visit, {column} FROM analytics_days{where.sql} ORDER BY date_of_visit", where.params
-        ).fetchall()
-        return {"total": sum(n for _, n in rows), "by_date": dict(rows)}
+    def _visits(self) -> Visits | None:
+        """The world's visit counts, or None when SQL must count (rows changed behind the tools' back)."""
+        return self.world.visits if self._indexed() else None
 
     def analytics_get_visitor_information_by_id(self, visitor_id: str) -> list[dict[str, Any]]:
         """Returns every recorded visit of a visitor.
@@ -641,7 +652,9 @@ class WorkplaceTools:
             time_min: Start date of the range, YYYY-MM-DD (inclusive).
             time_max: End date of the range, YYYY-MM-DD (inclusive).
         """
-        return self._days(time_min, time_max, "visits")
+        lo, hi = _bounds(time_min, time_max)
+        visits = self._visits()
+        return visits.by_date(visits.visits, lo, hi) if visits else self._count_by_date(lo, hi)
 
     def analytics_engaged_users_count(self, time_min: Day | None = None, time_max: Day | None = None) -> dict[str, Any]:
         """Returns the number of engaged visits in a date range, in total and per day.
@@ -650,7 +663,9 @@ class WorkplaceTools:
             time_min: Start date of the range, YYYY-MM-DD (inclusive).
             time_max: End date of the range, YYYY-MM-DD (inclusive).
         """
-        return self._days(time_min, time_max, "engaged")
+        lo, hi = _bounds(time_min, time_max)
+        visits = self._visits()
+        return visits.by_date(visits.engaged, lo, hi) if visits else self._count_by_date(lo, hi, "user_engaged = 1")
 
     def analytics_traffic_source_count(
         self, time_min: Day | None = None, time_max: Day | None = None, traffic_source: S.TrafficSource | None = None
@@ -662,16 +677,22 @@ class WorkplaceTools:
             time_max: End date of the range, YYYY-MM-DD (inclusive).
             traffic_source: Traffic source to count.
         """
+        lo, hi = _bounds(time_min, time_max)
+        visits = self._visits()
         if traffic_source is not None:
-            return {
-                "traffic_source": traffic_source,
-                **self._count_by_date(time_min, time_max, "traffic_source = ?", (traffic_source,)),
-            }
-        where = self._range(time_min, time_max)
-        rows = self.db.execute(
-            f"SELECT traffic_source, count(*) FROM analytics{where.sql} GROUP BY traffic_source", where.params
-        ).fetchall()
-        counts = dict.fromkeys(S.TRAFFIC_SOURCES, 0) | dict(rows)
+            if visits:
+                counts = visits.source_visits.get(traffic_source, [0] * len(visits.days))
+                found = visits.by_date(counts, lo, hi)
+            else:
+                found = self._count_by_date(lo, hi, "traffic_source = ?", (traffic_source,))
+            return {"traffic_source": traffic_source, **found}
+        if visits:
+            rows = visits.by_source(lo, hi)
+        else:
+            where = self._range(lo, hi)
+            sql = f"SELECT traffic_source, count(*) FROM analytics{where.sql} GROUP BY traffic_source ORDER BY traffic_source"
+            rows = dict(self.db.execute(sql, where.params).fetchall())
+        counts = dict.fromkeys(S.TRAFFIC_SOURCES, 0) | rows
         return {"by_source": counts, "total": sum(counts.values())}
 
     def analytics_get_average_session_duration(

@@ -23,6 +23,7 @@ from typing import Any
 from textgym.envs.workplace import schema as S
 from textgym.envs.workplace.search import WordIndex, build
 from textgym.envs.workplace.synth import synthesize
+from textgym.envs.workplace.visits import Visits
 
 # File names in the WorkBench repository (data/processed, data/raw), then our own table names.
 CSV_NAMES: dict[str, tuple[str, ...]] = {
@@ -54,8 +55,6 @@ class World:
             db.executemany(f'INSERT INTO "{table.name}" VALUES ({marks})', rows)
             for ddl in table.index_ddl():
                 db.execute(ddl)
-        for ddl in S.ANALYTICS_DAYS:
-            db.execute(ddl)
         db.execute("ANALYZE")  # statistics for the planner, part of the image every session clones
         db.commit()
         self.image: bytes = db.serialize()
@@ -63,6 +62,7 @@ class World:
             t.name: [dict(zip(t.names, r)) for r in db.execute(f'SELECT * FROM "{t.name}"')] for t in S.TABLES
         }
         self.words: dict[str, WordIndex] = build(db)  # every session's searches read it (see search.py)
+        self.visits = Visits(db)  # the analytics tools' counts (see visits.py)
         db.close()
         self.people: list[tuple[str, str]] = [
             (r["name"], r["email_address"])

@@ -137,21 +137,70 @@ def test_searches_equal_the_old_statement_after_writes(env, monkeypatch):
     assert '"total": 1' in found and "Zeta Labs" in found
 
 
-@pytest.mark.parametrize("world_seed", [0, 3])
-def test_per_day_visit_counts_equal_the_counts_over_every_visit(world_seed, monkeypatch):
-    env = WorkplaceEnv(world_seed=world_seed)
-    env.reset(seed=0)
+def old_counts(db, lo, hi, extra="", params=()):
+    """A count tool's statement before issue 14: a count of every visit per day."""
+    where = T._Where()
+    where.dates("date_of_visit", lo, hi)
+    if extra:
+        where.add(extra, *params)
+    sql = f"SELECT date_of_visit, count(*) FROM analytics{where.sql} GROUP BY date_of_visit ORDER BY date_of_visit"
+    rows = db.execute(sql, where.params).fetchall()
+    return {"total": sum(n for _, n in rows), "by_date": dict(rows)}
+
+
+def old_sources(db, lo, hi):
+    where = T._Where()
+    where.dates("date_of_visit", lo, hi)
+    rows = db.execute(f"SELECT traffic_source, count(*) FROM analytics{where.sql} GROUP BY traffic_source", where.params)
+    counts = dict.fromkeys(S.TRAFFIC_SOURCES, 0) | dict(rows.fetchall())
+    return {"by_source": counts, "total": sum(counts.values())}
+
+
+def csv_world(tmp_path):
+    """A WorkBench-style analytics table with a source outside the enum and one spelled otherwise."""
+    rng = np.random.default_rng(5)
+    lines = ["date_of_visit,visitor_id,page_views,session_duration_seconds,traffic_source,user_engaged"]
+    for i in range(300):
+        day = f"2023-{rng.integers(9, 12):02d}-{rng.integers(1, 29):02d}"
+        source = ["direct", "referral", "email", "Direct", "search engine", "social media"][rng.integers(6)]
+        lines.append(f"{day},v{i % 40},{rng.integers(1, 9)},{rng.integers(5, 900)},{source},{['True', 'False'][rng.integers(2)]}")
+    (tmp_path / "analytics_data.csv").write_text("\n".join(lines) + "\n")
+    return WorkplaceEnv(data_dir=str(tmp_path))
+
+
+@pytest.mark.parametrize("world", ["seed 0", "seed 3", "csv"])
+def test_visit_counts_equal_the_counts_over_every_visit(world, tmp_path):
+    env = csv_world(tmp_path) if world == "csv" else WorkplaceEnv(world_seed=int(world[-1]))  # a session from the start
     days = sorted({r["date_of_visit"] for r in env.world.rows["analytics"]})
-    rng = np.random.default_rng(world_seed)
+    rng = np.random.default_rng(len(days))
+    spellings = days + ["2023-01-01", "2024-06-30", "2023-11-15", "2023-10-10"]
     ranges = [{}] + [
-        {k: v for k, v in (("time_min", days[a]), ("time_max", days[b])) if rng.random() < 0.8}
-        for a, b in (sorted(rng.integers(len(days), size=2)) for _ in range(30))
+        {k: v for k, v in (("time_min", spellings[a]), ("time_max", spellings[b])) if rng.random() < 0.8}
+        for a, b in (sorted(rng.integers(len(spellings), size=2)) for _ in range(40))
     ]
-    session = env._session
+    db = env.db
     for bounds in ranges:
         lo, hi = bounds.get("time_min"), bounds.get("time_max")
-        assert session.analytics_total_visits_count(lo, hi) == session._count_by_date(lo, hi)
-        assert session.analytics_engaged_users_count(lo, hi) == session._count_by_date(lo, hi, "user_engaged = 1")
+        expected = {
+            "analytics_total_visits_count": old_counts(db, lo, hi),
+            "analytics_engaged_users_count": old_counts(db, lo, hi, "user_engaged = 1"),
+            "analytics_traffic_source_count": old_sources(db, lo, hi),
+        }
+        for tool, value in expected.items():
+            assert env.tools.call(tool, bounds) == T.ToolResult(to_json(value)), (tool, bounds)
+        for source in S.TRAFFIC_SOURCES:
+            value = {"traffic_source": source, **old_counts(db, lo, hi, "traffic_source = ?", (source,))}
+            got = env.tools.call("analytics_traffic_source_count", {**bounds, "traffic_source": source})
+            assert got == T.ToolResult(to_json(value)), (source, bounds)
+    assert env.tools.call("analytics_total_visits_count", {"time_min": "someday"}).error  # bad bounds: errors as before
+
+
+def test_visit_counts_follow_a_write_behind_the_tools_back(env):
+    before = env.tools.call("analytics_total_visits_count", {}).content
+    env.db.execute("DELETE FROM analytics WHERE rowid IN (SELECT rowid FROM analytics LIMIT 5)")
+    after = env.tools.call("analytics_total_visits_count", {}).content
+    assert after != before and after == to_json(old_counts(env.db, None, None))
+    assert env.tools.call("analytics_traffic_source_count", {}).content == to_json(old_sources(env.db, None, None))
 
 
 def test_a_write_behind_the_tools_back_is_still_found(env):
