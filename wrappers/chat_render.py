@@ -11,6 +11,13 @@ needs ~0.05 ms for (issue 14). :class:`TemplateRenderer` does what ``apply_chat_
 (pick the template, drop ``None`` values, hand the template plain data, the special tokens and
 the reasoning aliases) but prepares a tool list once and remembers each tool's ``tojson`` text.
 
+The rest of a render's cost is per message, paid again at every step: transformers rebuilds each
+message out of plain types, and the sandbox answers every ``message.role`` by first trying
+``getattr`` on the dict (an ``AttributeError`` caught) and then checking the result. The
+renderer prepares each message once (messages never change; the wrapper hands the same objects
+back every step) and answers attribute lookups on plain dicts with the item lookup the sandbox
+ends up doing anyway.
+
 It uses transformers' own template compiler and helpers, whose names are private: every
 :meth:`TemplateRenderer.check` compares a rendering with ``apply_chat_template``'s, and any
 difference (or a transformers without those helpers) makes the renderer hand every later call
@@ -21,6 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
+
+from textgym.tokenizer import ByteCodec
+
+# Names a plain dict answers with getattr (its methods and object's): the sandbox's own path for them.
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+_MAX_PREPARED = 4096  # prepared messages kept (one episode's worth many times over)
 
 
 class TemplateRenderer:
@@ -39,6 +54,7 @@ class TemplateRenderer:
         self._tools_out: Any = None
         self._tool_ids: dict[int, Any] = {}
         self._templates: dict[bool, Any] = {}  # compiled, by "tools given" (may pick another template)
+        self._messages: dict[int, tuple] = {}  # id(message) -> (message, as the template sees it)
         try:
             from transformers.utils import chat_template_utils as ctu
 
@@ -50,10 +66,14 @@ class TemplateRenderer:
             self.fast = False
 
     def render(self, messages: Sequence[Mapping[str, Any]], tools: list | None, generation_prompt: bool) -> str:
-        """The template's text for plain message dicts (``thaw``-ed) and a tool list."""
+        """The template's text for plain message dicts (``thaw``-ed) and a tool list.
+
+        A message dict is prepared for the template the first time it is seen: it must not be
+        changed after it was rendered (pass a new dict instead).
+        """
         if not self.fast:
             return self._reference(messages, tools, generation_prompt)
-        chat = self._alias(self._plain([{k: v for k, v in m.items() if v is not None} for m in messages]))
+        chat = [self._prepared_message(m) for m in messages]
         return self._template(tools is not None).render(
             messages=chat,
             tools=self._prepared(tools),
@@ -82,6 +102,17 @@ class TemplateRenderer:
             tokenize=False,
             add_generation_prompt=generation_prompt,
         )
+
+    def _prepared_message(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        """``message`` as ``apply_chat_template`` hands it to the template (no None values, plain
+        types, reasoning aliases), made once per message object."""
+        hit = self._messages.get(id(message))
+        if hit is None or hit[0] is not message:
+            if len(self._messages) >= _MAX_PREPARED:
+                self._messages.clear()
+            plain = self._alias(self._plain([{k: v for k, v in message.items() if v is not None}]))[0]
+            hit = self._messages[id(message)] = (message, plain)  # held, so no id is reused while cached
+        return hit[1]
 
     def _prepared(self, tools: list | None) -> list | None:
         """The tool list as the template sees it, rebuilt only when other tool objects come in."""
@@ -121,19 +152,42 @@ class TemplateRenderer:
 
             cached_tojson.memo_clear = memo.clear
             env.filters["tojson"] = cached_tojson
+            env.getattr = _dict_getattr(env, env.getattr)
             self._templates[with_tools] = env.from_string(source)
         return self._templates[with_tools]
 
 
+def _dict_getattr(env: Any, sandboxed: Any) -> Any:
+    """The sandbox's ``getattr`` with its answer for a plain dict and a key name given directly.
+
+    For a ``dict`` and a name that is not one of its attributes, the sandbox's ``getattr`` fails,
+    then returns ``obj[name]`` or undefined; this does exactly that without the failed lookup.
+    Everything else (a dict method, any other object) goes through the sandbox's checks.
+    """
+
+    def getattr_(obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except (TypeError, LookupError):
+                return env.undefined(obj=obj, name=attribute)
+        return sandboxed(obj, attribute)
+
+    return getattr_
+
+
 class Codec:
     """``tokenizer.encode(text, add_special_tokens=False)`` and ``tokenizer.decode(ids,
-    skip_special_tokens=False, clean_up_tokenization_spaces=False)``, sent straight to a fast
-    tokenizer's ``tokenizers`` backend when that gives the same ids and text.
+    skip_special_tokens=False, clean_up_tokenization_spaces=False)`` on ``int32`` arrays, sent
+    straight to a fast tokenizer's ``tokenizers`` backend when that gives the same ids and text,
+    and for a byte-level BPE without merges (the tiny preset's) to
+    :class:`~textgym.tokenizer.ByteCodec`, which does the same ~100x faster.
 
     transformers' wrappers around the backend cost about as much again as the backend itself
     (they check every id in Python before decoding). The backend is used only when it holds no
     truncation or padding of its own (transformers would switch those off) and agrees with the
-    wrappers on a probe text with special tokens, markup, whitespace and non-ASCII characters.
+    wrappers on a probe text with special tokens, markup, whitespace and non-ASCII characters,
+    and on that text's ids reversed (malformed UTF-8); so is the byte codec.
 
     Args:
         tokenizer: A Hugging Face tokenizer.
@@ -144,27 +198,41 @@ class Codec:
         self.tokenizer = tokenizer
         backend = getattr(tokenizer, "_tokenizer", None)
         self.backend = None
+        self.bytes: ByteCodec | None = None
         if backend is not None and callable(getattr(backend, "encode", None)) and not getattr(tokenizer, "split_special_tokens", False):
             if getattr(backend, "truncation", None) is None and getattr(backend, "padding", None) is None:
                 self.backend = backend
-                text = probe + " ".join(map(str, getattr(tokenizer, "all_special_tokens", []))) + "  a\tb\n\nÉté 東京 🙂 </tool_call>"
-                try:
-                    ids = self._reference_encode(text)
-                    same = self.encode(text) == ids and self.decode(ids) == self._reference_decode(ids)
-                except Exception:  # noqa: BLE001 - a backend that fails is a backend not used
-                    same = False
-                if not same:
+                if not self._agrees(probe):
                     self.backend = None
+                self.bytes = ByteCodec.of(backend) if self.backend is not None else None
+                if self.bytes is not None and not self._agrees(probe):
+                    self.bytes = None
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str) -> np.ndarray:
+        if self.bytes is not None:
+            return self.bytes.encode(text)
         if self.backend is None:
-            return self._reference_encode(text)
-        return self.backend.encode(text, add_special_tokens=False).ids
+            return np.asarray(self._reference_encode(text), np.int32)
+        return np.asarray(self.backend.encode(text, add_special_tokens=False).ids, np.int32)
 
-    def decode(self, ids: list[int]) -> str:
+    def decode(self, ids: np.ndarray) -> str:
+        if self.bytes is not None:
+            text = self.bytes.decode(ids)
+            if text is not None:
+                return text
+        ids = np.asarray(ids).tolist()
         if self.backend is None:
             return self._reference_decode(ids)
         return self.backend.decode(ids, skip_special_tokens=False)
+
+    def _agrees(self, probe: str) -> bool:
+        text = probe + " ".join(map(str, getattr(self.tokenizer, "all_special_tokens", []))) + "  a\tb\n\nÉté 東京 🙂 </tool_call>"
+        try:
+            ids = self._reference_encode(text)
+            same = self.encode(text).tolist() == ids
+            return same and all(self.decode(np.asarray(x, np.int32)) == self._reference_decode(x) for x in (ids, ids[::-1]))
+        except Exception:  # noqa: BLE001 - a backend that fails is a backend not used
+            return False
 
     def _reference_encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))

@@ -107,6 +107,7 @@ class TokenObservation(gym.Wrapper):
         self.action_space = TokenSequence(self.vocab_size)
         added = getattr(tokenizer, "added_tokens_decoder", {})
         self._special_ids = {int(i) for i in tokenizer.all_special_ids} | {int(i) for i, t in added.items() if t.special}
+        self._special_texts: dict[int, str] = {}  # a special id's decoded text, once
         self._tools: list[dict[str, Any]] | None = None
         self._tool_prompt = probe_tool_prompt(tokenizer, chat_template)  # tools reach templates that drop them
         self._renderer = TemplateRenderer(tokenizer, chat_template)
@@ -116,8 +117,14 @@ class TokenObservation(gym.Wrapper):
         self._probe()
         self._rendered = ""  # the template's rendering of the conversation so far
         self._conversation: tuple = ()
+        # What the template is given for the conversation so far (tool_prompt's rewrite), grown one
+        # step at a time, and how many messages of the conversation it covers.
+        self._view: list[dict[str, Any]] = []
+        self._view_tools: list[dict[str, Any]] | None = None
+        self._view_size = -1
         # The context as appended chunks: policy turns (sampled ids) and env text, in order.
         self._chunks: list[np.ndarray] = []
+        self._context = np.zeros(0, np.int32)  # the chunks joined; never handed out (copies are)
         self._policy: list[bool] = []
         self._logprobs: list[np.ndarray | None] = []  # one per policy chunk
         self._done = True
@@ -131,12 +138,14 @@ class TokenObservation(gym.Wrapper):
         if tools != self._tools:  # the same list from episode to episode: the renderer prepares it once
             self._tools = tools
         self._chunks, self._policy, self._logprobs = [], [], []
+        self._context = np.zeros(0, np.int32)
         self._done = False
         self._thawed = {}
         # transformers' own rendering, which also checks the faster renderer's (chat_render.py)
-        messages, tools = self._tool_prompt.apply([self._plain(m) for m in self._conversation], self._tools)
-        self._rendered = self._renderer.check(messages, tools, True)
-        self._append_env(self._rendered)
+        self._view, self._view_tools = self._tool_prompt.apply([self._plain(m) for m in self._conversation], self._tools)
+        self._view_size = len(self._conversation)
+        self._rendered = self._renderer.check(self._view, self._view_tools, True)
+        self._append((self._encode(self._rendered), False))
         return self._ids(), info
 
     def step(self, action: Any):
@@ -157,7 +166,7 @@ class TokenObservation(gym.Wrapper):
             closing = self._closing(previous) if self._closing_text is None else self._closing_text
             # A sampled stop token that opens the turn's closing (<|im_end|>, <|eot_id|>) is part
             # of the trajectory but not of the message text; other special tokens stay as text.
-            stop = self._decode(ids[-1:]) if ids.size and int(ids[-1]) in self._special_ids else ""
+            stop = self._special_text(int(ids[-1])) if ids.size and int(ids[-1]) in self._special_ids else ""
             cut = not isinstance(action, str) and ids.size > 0 and not stop
             kept = bool(stop) and closing.startswith(stop)
             result = self._step_env(self._decode(ids[:-1] if kept else ids), previous)
@@ -170,8 +179,8 @@ class TokenObservation(gym.Wrapper):
             if kept:
                 bridge = bridge[len(stop) :]
         reward, terminated, truncated, info = result
-        self._append_policy(ids, logprobs)
-        self._append_env(bridge)
+        self._logprobs.append(logprobs)
+        self._append((ids, True), (self._encode(bridge), False))
         if self._done:
             info = dict(info, trajectory=self.trajectory())
             if cut and info.get("end_reason") in ("failure", "max_turns"):
@@ -180,7 +189,7 @@ class TokenObservation(gym.Wrapper):
 
     def _step_env(self, action: Any, previous: tuple):
         conversation, reward, terminated, truncated, info = self.env.step(action)
-        self._conversation = _as_conversation(conversation)
+        self._conversation = _as_conversation(conversation, previous)
         if len(self._conversation) <= len(previous) or self._conversation[len(previous)].get("role") != "assistant":
             raise TextGymError("TokenObservation needs an env whose step appends the assistant's message, then the env's")
         self._done = bool(terminated or truncated)
@@ -206,21 +215,18 @@ class TokenObservation(gym.Wrapper):
     # ----- tokens -----
 
     def _ids(self) -> np.ndarray:
-        return np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.int32)
+        return self._context.copy()  # the caller may write into it; the context stays as it was
 
-    def _append_policy(self, ids: np.ndarray, logprobs: np.ndarray | None) -> None:
-        self._chunks.append(ids)
-        self._policy.append(True)
-        self._logprobs.append(logprobs)
-
-    def _append_env(self, text: str) -> None:
-        ids = self._encode(text)
-        self._chunks.append(ids)
-        self._policy.append(False)
+    def _append(self, *chunks: tuple[np.ndarray, bool]) -> None:
+        """Append ``(ids, is_policy)`` chunks to the context, in order."""
+        for ids, is_policy in chunks:
+            self._chunks.append(ids)
+            self._policy.append(is_policy)
+        self._context = np.concatenate([self._context, *(ids for ids, _ in chunks)])
 
     def _encode(self, text: str) -> np.ndarray:
-        ids = np.asarray(self._codec.encode(text), dtype=np.int32)
-        if self._decode(ids) != text:
+        ids = self._codec.encode(text)
+        if self._codec.decode(ids) != text:
             raise TemplateError(
                 f"{type(self.tokenizer).__name__} does not decode its ids back to the text it encoded "
                 f"({text[:60]!r}...); token-in/token-out needs a lossless tokenizer (byte-level BPE such as "
@@ -229,7 +235,13 @@ class TokenObservation(gym.Wrapper):
         return ids
 
     def _decode(self, ids: np.ndarray) -> str:
-        return self._codec.decode(ids.tolist())
+        return self._codec.decode(ids)
+
+    def _special_text(self, i: int) -> str:
+        text = self._special_texts.get(i)
+        if text is None:
+            text = self._special_texts[i] = self._decode(np.array([i], np.int32))
+        return text
 
     def _sampled(self, action: Any) -> tuple[np.ndarray, np.ndarray | None]:
         """Read an action as (ids, logprobs or None)."""
@@ -278,11 +290,17 @@ class TokenObservation(gym.Wrapper):
         message = self._conversation[len(previous)]
         if message.get("tool_calls") or not isinstance(message.get("content"), str):
             return None
-        after = self._render(self._conversation, generation_prompt=not self._done)
+        if self._view_size != len(previous):  # the slow path ran: rewrite the conversation anew
+            self._view, self._view_tools = self._tool_prompt.apply([self._plain(m) for m in previous], self._tools)
+        # tool_prompt rewrites each message by itself (only the tools go into the first), so the
+        # new messages' rewrite extends the one of the messages before them.
+        new, _ = self._tool_prompt.apply([self._plain(m) for m in self._conversation[len(previous) :]], None)
+        view = self._view + new
+        after = self._renderer.render(view, self._view_tools, not self._done)
         head = self._rendered + message["content"] + closing
         if not after.startswith(head):
             return None
-        self._rendered = after
+        self._rendered, self._view, self._view_size = after, view, len(self._conversation)
         return closing + after[len(head) :]
 
     def _probe(self) -> None:
@@ -344,10 +362,16 @@ class TokenObservation(gym.Wrapper):
         return after[len(closed) :]
 
 
-def _as_conversation(conversation: Any) -> tuple:
-    if not (isinstance(conversation, Sequence) and all(isinstance(m, Mapping) for m in conversation)):
-        raise TextGymError(
-            "TokenObservation needs an env whose observation is the conversation (a sequence of messages), "
-            f"got {type(conversation).__name__}"
-        )
-    return tuple(conversation)
+def _as_conversation(conversation: Any, known: tuple = ()) -> tuple:
+    """``conversation`` as a tuple of messages; those that are ``known``'s (the same objects, at
+    the same places) were checked before."""
+    if isinstance(conversation, Sequence):
+        conversation = tuple(conversation)
+        if all(m is k or isinstance(m, Mapping) for m, k in zip(conversation, known)) and all(
+            isinstance(m, Mapping) for m in conversation[len(known) :]
+        ):
+            return conversation
+    raise TextGymError(
+        "TokenObservation needs an env whose observation is the conversation (a sequence of messages), "
+        f"got {type(conversation).__name__}"
+    )

@@ -9,6 +9,7 @@ give, and any disagreement must switch the shortcut off.
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -96,5 +97,29 @@ def test_codec_equals_encode_and_decode(kind, text):
     codec = Codec(tok)
     assert codec.backend is not None  # these are fast tokenizers: the shortcut is taken
     ids = tok.encode(text, add_special_tokens=False)
-    assert codec.encode(text) == list(ids)
-    assert codec.decode(list(ids)) == tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    assert codec.encode(text).tolist() == list(ids)
+    assert codec.decode(np.asarray(ids, np.int32)) == tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def test_codec_takes_the_byte_codec_only_where_it_agrees(monkeypatch):
+    from textgym.tokenizer import ByteCodec
+
+    assert Codec(tokenizer("tiny")).bytes is not None
+    assert Codec(tokenizer("chatml")).bytes is None  # merges: the tokenizers backend
+    monkeypatch.setattr(ByteCodec, "decode", lambda self, ids: "wrong")
+    codec = Codec(tokenizer("tiny"))
+    assert codec.bytes is None and codec.backend is not None
+    ids = tokenizer("tiny").encode("héllo <|im_end|>", add_special_tokens=False)
+    assert codec.decode(np.asarray(ids, np.int32)) == "héllo <|im_end|>"
+
+
+def test_messages_are_prepared_once_and_lookups_match_the_sandbox():
+    tok = tokenizer("tiny")
+    renderer = TemplateRenderer(tok)
+    messages = [{"role": "user", "content": "hi", "keys": "a dict attribute name as a key"}, {"role": "assistant", "content": None}]
+    assert renderer.render(messages, None, True) == reference(tok, messages, None, True)
+    prepared = renderer._prepared_message(messages[0])
+    assert renderer._prepared_message(messages[0]) is prepared  # the same object: prepared once
+    template = "{{ messages[0].keys is defined }} {{ messages[0].role }} {{ messages[0].nope is defined }}|{{ messages[1].content }}"
+    custom = TemplateRenderer(tok, chat_template=template)
+    assert custom.render(messages, None, False) == reference(tok, messages, None, False, template) == "True user False|"

@@ -71,3 +71,49 @@ def test_saves_and_loads_as_a_hugging_face_directory(tmp_path):
     assert (loaded.eos_token_id, loaded.pad_token_id, len(loaded)) == (tok.eos_token_id, tok.pad_token_id, len(tok))
     ids = loaded.apply_chat_template(CONVERSATION, tools=TOOLS, add_generation_prompt=True)["input_ids"]
     np.testing.assert_array_equal(ids, tok.encode(text, add_special_tokens=False))
+
+
+# ----- ByteCodec: the tiny tokenizer's encode/decode without the tokenizers library's per-byte cost -----
+
+_PIECES = ["a", " ", "\n", "é", "東", "🙂", "<", "|", ">", "<tool", "<|im_end|>", "<|im_start|>", "<tool_call>", "</tool_call>", "<tools>", "</tools>", "<think>"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=30) | st.text(max_size=60))
+def test_byte_codec_encodes_as_the_backend(parts):
+    from textgym.tokenizer import ByteCodec
+
+    tok = tokenizer("tiny")
+    text = "".join(parts)
+    assert ByteCodec.of(tok.backend_tokenizer).encode(text).tolist() == tok.backend_tokenizer.encode(text, add_special_tokens=False).ids
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 255) | st.integers(256, 269), max_size=40))
+def test_byte_codec_decodes_any_ids_as_the_backend(ids):
+    # Lone UTF-8 lead and continuation bytes, encoded surrogates, added tokens between them.
+    from textgym.tokenizer import ByteCodec
+
+    tok = tokenizer("tiny")
+    got = ByteCodec.of(tok.backend_tokenizer).decode(np.asarray(ids, np.int32))
+    assert got == tok.backend_tokenizer.decode(ids, skip_special_tokens=False)
+
+
+def test_byte_codec_is_only_for_byte_level_bpe_without_merges(tmp_path):
+    from tokenizers import AddedToken
+
+    from textgym.tokenizer import ByteCodec, tiny_tokenizer
+
+    assert ByteCodec.of(tokenizer("tiny").backend_tokenizer) is not None
+    tokenizer("tiny").save_pretrained(tmp_path)
+    from transformers import AutoTokenizer
+
+    assert ByteCodec.of(AutoTokenizer.from_pretrained(tmp_path).backend_tokenizer) is not None  # saved and loaded
+    for kind in ("chatml", "llama3"):  # trained merges
+        assert ByteCodec.of(tokenizer(kind).backend_tokenizer) is None
+    stripping = tiny_tokenizer()
+    stripping.backend_tokenizer.add_tokens([AddedToken("<x>", lstrip=True)])  # eats the space before it
+    assert ByteCodec.of(stripping.backend_tokenizer) is None
+    assert ByteCodec.of(object()) is None
+    codec = ByteCodec.of(tokenizer("tiny").backend_tokenizer)
+    assert codec.decode(np.asarray([0, 270], np.int32)) is None  # an id it does not know: ask the backend
