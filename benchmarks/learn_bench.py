@@ -3,7 +3,12 @@
 Each run is exactly ``textgym train --env textgym/Sudoku-v0 --backend B --model tiny --seed S``
 (the tiny recipe: noisy-demonstration warm start, then GRPO), in its own process, one after the
 other, so every run has the machine to itself. The table reports held-out success (greedy, 128
-seeds from 1,000,000) of the warm start and after GRPO, the gain, and each run's wall time.
+seeds from 1,000,000) of the warm start, of the best evaluation (and its step: the run's ``best/``)
+and after GRPO, the gain, the lowest evaluation after step 50, each run's wall time, and whether
+the run meets issue 13's goal: gain >= +25 points, final within 5 points of the best evaluation,
+no evaluation after step 50 below the warm start. A run whose ``summary.json`` exists is not
+repeated, so two invocations with different ``--seeds`` can share an ``--out`` and a third
+prints the whole table.
 
     python benchmarks/learn_bench.py --seeds 0 1 2 --backends torch jax --out runs/learn
 """
@@ -30,15 +35,31 @@ def run(backend: str, seed: int, out: Path, extra: list[str]) -> dict:
     return json.loads(summary.read_text(encoding="utf-8"))
 
 
+GAIN, NEAR_BEST, AFTER_STEP = 25.0, 5.0, 50
+"""Issue 13's goal: gain >= GAIN points, final within NEAR_BEST points of the best evaluation,
+no evaluation after step AFTER_STEP below the warm start."""
+
+
+def lowest_after(run_dir: Path, step: int) -> tuple[float, int]:
+    """The lowest held-out success (percent) evaluated after ``step``, and its step."""
+    evals = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    later = [(100 * r["eval/success"], r["step"]) for r in evals if "eval/success" in r and r["step"] > step]
+    return min(later, key=lambda e: e[0])
+
+
 def table(results: dict[tuple[str, int], dict]) -> str:
-    lines = ["| backend | seed | warm start | after GRPO | gain (points) | whole run (min) |", "|---|---|---|---|---|---|"]
+    lines = ["| backend | seed | warm start | best evaluation (step) | after GRPO | gain (points) | lowest after step 50 (step) "
+             "| whole run (min) | goal |", "|---|---|---|---|---|---|---|---|---|"]
     for (backend, seed), s in results.items():
-        before, after = 100 * s["before"]["success"], 100 * s["after"]["success"]
-        lines.append(f"| {backend} | {seed} | {before:.1f}% | {after:.1f}% | {after - before:+.1f} | {s['minutes']:.1f} |")
+        before, after, best = 100 * s["before"]["success"], 100 * s["after"]["success"], 100 * s["best"]["success"]
+        low, low_step = lowest_after(Path(s["output_dir"]), AFTER_STEP)
+        met = after - before >= GAIN and best - after <= NEAR_BEST and low >= before
+        lines.append(f"| {backend} | {seed} | {before:.1f}% | {best:.1f}% ({s['best']['step']}) | {after:.1f}% | {after - before:+.1f} "
+                     f"| {low:.1f}% ({low_step}) | {s['minutes']:.1f} | {'met' if met else 'not met'} |")
     for backend in dict.fromkeys(b for b, _ in results):
         gains = [100 * (s["after"]["success"] - s["before"]["success"]) for (b, _), s in results.items() if b == backend]
         minutes = [s["minutes"] for (b, _), s in results.items() if b == backend]
-        lines.append(f"| {backend} | median | | | {statistics.median(gains):+.1f} | {statistics.median(minutes):.1f} |")
+        lines.append(f"| {backend} | median | | | | {statistics.median(gains):+.1f} | | {statistics.median(minutes):.1f} | |")
     return "\n".join(lines)
 
 
