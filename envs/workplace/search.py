@@ -55,13 +55,29 @@ class WordIndex:
         self.position: dict[str, int] = {r[1]: i for i, r in enumerate(rows) if r[1] is not None}  # id -> position
         self.rows: list[tuple] = [r[2:] for r in rows]  # position -> the row's columns, as the tools select them
         self.at: dict[int, int] = {r: i for i, r in enumerate(self.rowids)}  # rowid -> position
-        searched = [table.names.index(c) for c in table.search]
-        self.texts: list[bytes] = [fold([r[i] for i in searched]) for r in self.rows]
+        self.searched = [table.names.index(c) for c in table.search]
+        self.texts: list[bytes] = [fold([r[i] for i in self.searched]) for r in self.rows]
+        terms = [t.split() for t in table.order.split(",")]
+        self.order = [(table.names.index(t[0]), t[-1].upper() == "DESC") for t in terms]  # (column, descending)
+        self.keys: list[tuple] = [self.key(r) for r in self.rows]  # position -> its sort key, ascending
         self.grams: dict[bytes, int] = {}  # each 3-byte sequence of the texts -> the rows holding it, as bits
         for p, text in enumerate(self.texts):
             bit = 1 << p
             for gram in {text[i : i + 3] for i in range(len(text) - 2)}:
                 self.grams[gram] = self.grams.get(gram, 0) | bit
+
+    def key(self, row: tuple) -> tuple:
+        """A row's place in the table's order, as a key that sorts ascending.
+
+        The order's columns hold text (TEXT affinity stores every value the tools and the
+        loaders write as text), and Python orders ``str`` as SQLite's BINARY collation does.
+        """
+        return tuple(_Descending(row[i]) if desc else row[i] for i, desc in self.order)
+
+    def holds(self, row: tuple, keys: Sequence[bytes]) -> bool:
+        """Whether a row (as the tools select it) holds every key in its searched columns."""
+        text = fold([row[i] for i in self.searched])
+        return all(k in text for k in keys)
 
     def matching(self, keys: Sequence[bytes]) -> list[int]:
         """Positions (ascending) of the rows whose text holds every key.
@@ -80,6 +96,21 @@ class WordIndex:
                 found.append(at)
             at += 1
         return found
+
+
+class _Descending:
+    """A value that sorts in reverse, for the ``DESC`` terms of an order."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __lt__(self, other: _Descending) -> bool:
+        return other.value < self.value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Descending) and other.value == self.value
 
 
 def build(db: sqlite3.Connection) -> dict[str, WordIndex]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+from bisect import bisect_left
 import sqlite3
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -253,17 +254,20 @@ class WorkplaceTools:
         self.words = None if world is None else world.words
         self.touched: dict[str, set[str]] = {}
         self._changes = db.total_changes  # rows changed so far; any other count means a write not ours
+        self._overlays: dict[str, tuple] = {}  # see _overlay
 
     def clear(self) -> None:
         """Forget the touched rows (after the database was restored)."""
         self.touched = {}
         self._changes = self.db.total_changes
+        self._overlays = {}
 
     def _touch(self, table: S.Table, row_id: str | None) -> None:
         ids = self.touched.setdefault(table.name, set())
         if row_id is not None:
             ids.add(row_id)
         self._changes = self.db.total_changes
+        self._overlays.pop(table.name, None)
 
     def _indexed(self) -> bool:
         """Whether the world's word index and counts describe this database: a world was given,
@@ -326,55 +330,74 @@ class WorkplaceTools:
         self._touch(table, key)
         return {"status": "updated", table.id_column: key, "field": field, "new_value": value}
 
-    def _matches(self, table: S.Table, keys: list[bytes]) -> set[int]:
-        """Rowids of the rows holding every key: from the world's index, and the rows this session wrote."""
-        index, touched = self.words[table.name], self.touched.get(table.name, set())
-        written = {index.position[i] for i in touched if i in index.position}
-        found = {index.rowids[p] for p in index.matching(keys) if p not in written}
-        if touched:
-            marks, cols = ", ".join("?" * len(touched)), ", ".join(f'"{c}"' for c in table.search)
-            sql = f'SELECT rowid, {cols} FROM "{table.name}" WHERE "{table.id_column}" IN ({marks})'
-            found |= {r[0] for r in self.db.execute(sql, list(touched)) if all(k in search.fold(r[1:]) for k in keys)}
-        return found
+    def _overlay(self, table: S.Table) -> tuple[dict[int, tuple], set[int], list[int]]:
+        """The rows this session wrote into ``table`` (rowid -> row), the index positions that they
+        replace, and the positions of the other rows; read once after each write."""
+        if table.name not in self._overlays:
+            index, touched = self.words[table.name], self.touched[table.name]
+            marks = ", ".join("?" * len(touched))
+            sql = f'SELECT rowid, {table.select_list} FROM "{table.name}" WHERE "{table.id_column}" IN ({marks})'
+            written = {r[0]: r[1:] for r in self.db.execute(sql, list(touched))}
+            skip = {index.position[i] for i in touched if i in index.position}
+            self._overlays[table.name] = written, skip, [p for p in range(len(index.rows)) if p not in skip]
+        return self._overlays[table.name]
 
     def _rows(self, table: S.Table, where: _Where, offset: int, limit: int | None) -> tuple[int, list[tuple]]:
-        """The number of matches and the matches ``offset`` to ``offset + limit`` (all without a limit), in order.
-
-        While the table is as built, the world's index holds its rows in order: SQL, if needed
-        at all, only tells which rows pass the other filters. Once the session wrote to it, SQL
-        sorts the matches and gives the page's rows.
-        """
+        """The number of matches and the matches ``offset`` to ``offset + limit`` (all without a limit), in order."""
         end = None if limit is None else offset + limit
-        pristine = where.indexed and not self.touched.get(table.name)
-        if pristine and not where.conds:  # the words' matches or every row, in order: no SQL at all
-            index = self.words[table.name]
-            positions = index.matching(where.keys) if where.keys else range(len(index.rows))
-            return len(positions), [index.rows[p] for p in positions[offset:end]]
+        if where.indexed:
+            return self._indexed_rows(table, where, offset, end)
         cond, params = where.sql, where.params
-        if where.keys:  # the words' matches (few) are the rows that SQL filters and sorts
-            matches = self._matches(table, where.keys)
-            if not matches:
-                return 0, []
-            # As many marks as the next power of two (the last id repeated): a few statements to
-            # prepare, not one per count. (json_each would be one, but a statement holding it
-            # crashed SQLite 3.40 after the next ``deserialize``.)
-            ids = sorted(matches)
-            ids += ids[-1:] * ((1 << (len(ids) - 1).bit_length()) - len(ids))
-            cond = " WHERE " + " AND ".join([f"rowid IN ({', '.join('?' * len(ids))})", *where.conds])
-            params = [*ids, *params]
-        if pristine:  # SQL only filters, into one string of rowids (a returned row costs more than a filter)
-            index = self.words[table.name]
-            (ids,) = self.db.execute(f'SELECT group_concat(rowid) FROM "{table.name}"{cond}', params).fetchone()
-            positions = sorted(index.at[int(i)] for i in ids.split(",")) if ids else []
-            return len(positions), [index.rows[p] for p in positions[offset:end]]
-        # "+column" keeps SQLite from walking the order's index past every non-match when the
-        # matches are few and found otherwise (the words', or by the index on the event end).
-        by = ", ".join("+" + term.strip() for term in table.order.split(",")) if where.narrowed else table.order
+        if not where.narrowed:  # the page walks the index in the table's order and stops after LIMIT rows
+            (total,) = self.db.execute(f'SELECT count(*) FROM "{table.name}"{cond}', params).fetchone()
+            sql = f'SELECT {table.select_list} FROM "{table.name}"{cond} ORDER BY {table.order} LIMIT ? OFFSET ?'
+            return total, self.db.execute(sql, [*params, -1 if end is None else end - offset, offset]).fetchall()
+        # The matches found once, their rowids in order; then the page's rows. "+column" keeps
+        # SQLite from walking the order's index past every non-match: the matches (a LIKE scan,
+        # or by the index on the event end) come first and are sorted (few).
+        by = ", ".join("+" + term.strip() for term in table.order.split(","))
         ids = [i for (i,) in self.db.execute(f'SELECT rowid FROM "{table.name}"{cond} ORDER BY {by}', params)]
         total, ids = len(ids), ids[offset:end]
         sql = f'SELECT rowid, {table.select_list} FROM "{table.name}" WHERE rowid IN ({", ".join("?" * len(ids))})'
         found = {r[0]: r[1:] for r in self.db.execute(sql, ids)} if ids else {}
         return total, [found[i] for i in ids]
+
+    def _indexed_rows(self, table: S.Table, where: _Where, offset: int, end: int | None) -> tuple[int, list[tuple]]:
+        """:meth:`_rows` from the world's index: its rows as built, and the rows this session wrote.
+
+        The index holds the untouched rows in order and finds the words; SQL only tells which
+        rows pass the other filters (one string of rowids: a returned row costs more than a
+        filter); the rows this session wrote are read back and put in order among the others.
+        """
+        index = self.words[table.name]
+        positions = index.matching(where.keys) if where.keys else range(len(index.rows))
+        written: dict[int, tuple] = {}  # rowid -> row, of the rows this session wrote that hold the words
+        if self.touched.get(table.name):
+            written, skip, untouched = self._overlay(table)
+            if where.keys:
+                positions = [p for p in positions if p not in skip]
+                written = {i: row for i, row in written.items() if index.holds(row, where.keys)}
+            else:
+                positions = untouched
+        if where.conds:
+            cond, params = where.sql, where.params
+            if where.keys:  # only the words' matches, as many marks as the next power of two (the
+                # last repeated): a few statements to prepare, not one per count (json_each would
+                # be one, but a statement holding it crashed SQLite 3.40 after the next deserialize)
+                ids = [index.rowids[p] for p in positions] + list(written)
+                if not ids:
+                    return 0, []
+                ids += ids[-1:] * ((1 << (len(ids) - 1).bit_length()) - len(ids))
+                cond = " WHERE " + " AND ".join([f"rowid IN ({', '.join('?' * len(ids))})", *where.conds])
+                params = [*ids, *params]
+            (found,) = self.db.execute(f'SELECT group_concat(rowid) FROM "{table.name}"{cond}', params).fetchone()
+            passing = set(map(int, found.split(","))) if found else set()
+            positions = sorted(index.at[i] for i in passing if i not in written and i in index.at)
+            written = {i: row for i, row in written.items() if i in passing}
+        order: list[int | tuple] = list(positions)  # positions in the index, and written rows
+        for row in sorted(written.values(), key=index.key, reverse=True):  # the largest first: later ones go before
+            order.insert(bisect_left(positions, index.key(row), key=index.keys.__getitem__), row)
+        return len(order), [index.rows[p] if isinstance(p, int) else p for p in order[offset:end]]
 
     def _page(self, table: S.Table, where: _Where, page: int, page_size: int, label: str):
         total, rows = self._rows(table, where, (page - 1) * page_size, page_size)
