@@ -35,6 +35,8 @@ from textgym.tokenizer import ByteCodec
 
 # Names a plain dict answers with getattr (its methods and object's): the sandbox's own path for them.
 _DICT_ATTRIBUTES = frozenset(dir(dict))
+# A loop's counters and flags: ints and bools, which the sandbox hands out unchecked.
+_LOOP_COUNTERS = frozenset({"first", "last", "index", "index0", "revindex", "revindex0", "length", "depth", "depth0"})
 _MAX_PREPARED = 4096  # prepared messages kept (one episode's worth many times over)
 
 
@@ -158,19 +160,26 @@ class TemplateRenderer:
 
 
 def _dict_getattr(env: Any, sandboxed: Any) -> Any:
-    """The sandbox's ``getattr`` with its answer for a plain dict and a key name given directly.
+    """The sandbox's ``getattr`` with its answers for a plain dict's keys and a loop's counters
+    given directly.
 
     For a ``dict`` and a name that is not one of its attributes, the sandbox's ``getattr`` fails,
     then returns ``obj[name]`` or undefined; this does exactly that without the failed lookup.
-    Everything else (a dict method, any other object) goes through the sandbox's checks.
+    ``loop.first``, ``loop.index0``... are public properties whose values (ints, bools) pass every
+    check of the sandbox. Everything else (a dict method, any other object or attribute) goes
+    through the sandbox's checks.
     """
+    from jinja2.runtime import LoopContext
 
     def getattr_(obj: Any, attribute: str) -> Any:
-        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+        kind = type(obj)
+        if kind is dict and attribute not in _DICT_ATTRIBUTES:
             try:
                 return obj[attribute]
             except (TypeError, LookupError):
                 return env.undefined(obj=obj, name=attribute)
+        if kind is LoopContext and attribute in _LOOP_COUNTERS:
+            return getattr(obj, attribute)
         return sandboxed(obj, attribute)
 
     return getattr_

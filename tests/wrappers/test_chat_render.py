@@ -123,3 +123,13 @@ def test_messages_are_prepared_once_and_lookups_match_the_sandbox():
     template = "{{ messages[0].keys is defined }} {{ messages[0].role }} {{ messages[0].nope is defined }}|{{ messages[1].content }}"
     custom = TemplateRenderer(tok, chat_template=template)
     assert custom.render(messages, None, False) == reference(tok, messages, None, False, template) == "True user False|"
+
+
+def test_loop_counters_read_as_the_sandbox_reads_them():
+    tok = tokenizer("chatml")
+    template = (
+        "{% for m in messages %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}{{ loop.revindex0 }}{{ loop.length }}"
+        "{{ loop.first }}{{ loop.last }}{{ loop.depth }}{{ loop.depth0 }}{{ loop.previtem is defined }}{{ loop.cycle('a', 'b') }};{% endfor %}"
+    )
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    assert TemplateRenderer(tok, chat_template=template).render(messages, None, False) == reference(tok, messages, None, False, template)
