@@ -42,23 +42,23 @@ def sampled(tok, text: str, turn: int) -> np.ndarray:
 JUNK = ('Checking. <tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>', "<tool_call>{oops</tool_call> é🙂")
 
 
-def assert_steps_match_reference(env: gym.Env, tok, seeds, max_steps: int = 40, junk: int = 0) -> int:
+def assert_steps_match_reference(env: gym.Env, tok, seeds, max_steps: int = 40, junk: int = 0, render=reference_render) -> int:
     """Play the oracle through ``TokenObservation(env, tok)``, after ``junk`` turns of feedback-only
-    text per episode, and check every observation against the reference; returns the number of
-    steps checked."""
+    text per episode, and check every observation against the reference (``render(tok,
+    conversation, tools, generation_prompt)``); returns the number of steps checked."""
     wrapped = TokenObservation(env, tok)
     base = env.unwrapped
     checked = 0
     for seed in seeds:
         obs, info = wrapped.reset(seed=seed)
         tools = [thaw(t) for t in info.get("tools") or ()] or None
-        rendered = reference_render(tok, base.conversation, tools, True)
+        rendered = render(tok, base.conversation, tools, True)
         assert obs.tolist() == encode(tok, rendered)
         for turn in range(max_steps):
             text = JUNK[turn % len(JUNK)] if turn < junk else as_text(base.oracle_action())
             ids = sampled(tok, text, turn)
             new, _, terminated, truncated, info = wrapped.step(ids)
-            after = reference_render(tok, base.conversation, tools, not (terminated or truncated))
+            after = render(tok, base.conversation, tools, not (terminated or truncated))
             head = rendered + decode(tok, ids)
             assert after.startswith(head), "the reference template is not prefix-preserving here"
             assert new.tolist() == obs.tolist() + ids.tolist() + encode(tok, after[len(head) :])
