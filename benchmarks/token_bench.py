@@ -5,7 +5,9 @@ bare env (``gym.make``) and through ``TokenObservation(env, tokenizer)`` with th
 tokenizer, whose Qwen-style template lists every tool in the system turn. The wrapped policy
 sends token ids: the oracle's turn written as text (tool calls as ``<tool_call>`` blocks), encoded
 once before the clock starts, plus the stop token. Reported: CPU microseconds per step (resets
-excluded) of each, and the wrapper's overhead as a share of the bare step; medians over rounds.
+excluded) of each, and the wrapper's overhead as a share of the bare step, then the same for
+resets (per episode: the wrapper renders and tokenizes the system turn with every tool schema);
+medians over rounds.
 With ``--peer-python`` the same runs in another checkout's interpreter too (before/after).
 
 Run::
@@ -36,8 +38,8 @@ def as_text(action) -> str:
     return (action.get("content") or "") + "".join(blocks)
 
 
-def play(env_id: str, episodes: int, wrapped: bool) -> float:
-    """CPU microseconds per step over the oracle episodes of seeds 0..episodes-1."""
+def play(env_id: str, episodes: int, wrapped: bool) -> tuple[float, float]:
+    """CPU microseconds per step and per reset over the oracle episodes of seeds 0..episodes-1."""
     import gymnasium as gym
 
     import textgym  # noqa: F401  (registers the ids)
@@ -47,9 +49,11 @@ def play(env_id: str, episodes: int, wrapped: bool) -> float:
     env = gym.make(env_id)
     tok = tiny_tokenizer()
     outer = TokenObservation(env, tok) if wrapped else env
-    spent, steps = 0.0, 0
+    spent, steps, resetting = 0.0, 0, 0.0
     for seed in range(episodes):
+        t = time.process_time()
         outer.reset(seed=seed)
+        resetting += time.process_time() - t
         while True:
             text = as_text(env.unwrapped.oracle_action())
             action = tok.encode(text, add_special_tokens=False) + [tok.eos_token_id] if wrapped else text
@@ -59,7 +63,7 @@ def play(env_id: str, episodes: int, wrapped: bool) -> float:
             steps += 1
             if terminated or truncated:
                 break
-    return 1e6 * spent / steps
+    return 1e6 * spent / steps, 1e6 * resetting / episodes
 
 
 def measure(env_id: str, episodes: int, rounds: int) -> dict:
@@ -68,8 +72,8 @@ def measure(env_id: str, episodes: int, rounds: int) -> dict:
     for _ in range(rounds):
         bare.append(play(env_id, episodes, False))
         wrapped.append(play(env_id, episodes, True))
-    b, w = statistics.median(bare), statistics.median(wrapped)
-    return {"bare_us": b, "wrapped_us": w, "overhead_us": w - b, "overhead": (w - b) / b}
+    (b, br), (w, wr) = (map(statistics.median, zip(*runs)) for runs in (bare, wrapped))
+    return {"bare_us": b, "wrapped_us": w, "overhead_us": w - b, "overhead": (w - b) / b, "bare_reset_us": br, "wrapped_reset_us": wr}
 
 
 def main() -> int:
@@ -98,6 +102,12 @@ def main() -> int:
         print(
             f"| {label} | {med['bare_us']:.0f} | {med['wrapped_us']:.0f} | {med['overhead_us']:.0f} | {med['overhead']:.0%} |"
         )
+    print(f"\n| {args.env} | bare reset (us) | wrapped reset (us) |")
+    print("|---|---:|---:|")
+    for who, rows in results.items():
+        label = "this checkout" if who == "this" else "peer checkout"
+        med = {k: statistics.median(r[k] for r in rows) for k in ("bare_reset_us", "wrapped_reset_us")}
+        print(f"| {label} | {med['bare_reset_us']:.0f} | {med['wrapped_reset_us']:.0f} |")
     return 0
 
 

@@ -15,6 +15,7 @@ import pytest
 import textgym  # noqa: F401  (registers the ids)
 from tests.wrappers.chat_fixtures import LadderEnv, tokenizer
 from tests.wrappers.token_reference import assert_steps_match_reference
+from textgym.wrappers import TokenObservation
 
 
 def make(env_id: str) -> gym.Env:
@@ -35,3 +36,20 @@ def test_every_observation_equals_the_reference(kind, env_id, seeds):
     # Three feedback-only turns first (unknown tools, malformed JSON): longer episodes whose
     # kept conversation grows one step at a time.
     assert assert_steps_match_reference(make(env_id), tokenizer(kind), seeds, junk=3) >= 3 * len(seeds)
+
+
+def test_a_changed_tool_list_is_rendered_at_the_next_reset():
+    from textgym.tools import Toolset
+
+    def step_down() -> dict:
+        """Go down one rung."""
+        return {}
+
+    tok = tokenizer("tiny")
+    env = LadderEnv()
+    wrapped = TokenObservation(env, tok)
+    first, _ = wrapped.reset(seed=0)
+    env._tools = Toolset([env.step_up, step_down])
+    second, _ = wrapped.reset(seed=0)
+    assert "step_down" not in tok.decode(first.tolist()) and "step_down" in tok.decode(second.tolist())
+    assert assert_steps_match_reference(env, tok, range(2)) >= 2  # and every step agrees with the new list
