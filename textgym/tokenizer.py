@@ -16,6 +16,7 @@ transformers and tokenizers are imported only when a tokenizer is built (the ``t
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from textgym.error import require
@@ -210,15 +211,10 @@ class ByteCodec:
         if len(parts) == 1:
             return self._bytes_to_ids(text.encode())
         raw = [part.encode() for part in parts[0::2]]
-        body = self._bytes_to_ids(b"".join(raw))
-        # Token k goes after the text before it: at its bytes' count plus the k tokens before it.
-        at = np.cumsum([len(r) + 1 for r in raw[:-1]]) - 1
-        out = np.empty(body.size + at.size, np.int32)
-        text = np.ones(out.size, bool)
-        text[at] = False
-        out[text] = body
-        out[at] = [self._added[token] for token in parts[1::2]]
-        return out
+        # One placeholder byte per added token, then its id written over the placeholder's.
+        ids = self._bytes_to_ids(b"\0".join(raw))
+        ids[[at - 1 for at in itertools.accumulate(len(r) + 1 for r in raw[:-1])]] = [self._added[t] for t in parts[1::2]]
+        return ids
 
     def decode(self, ids: Any) -> str | None:
         """The text of ``ids``, as ``backend.decode(ids, skip_special_tokens=False)``; None for an id

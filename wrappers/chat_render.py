@@ -217,6 +217,12 @@ class Codec:
                 if self.bytes is not None and not self._agrees(probe):
                     self.bytes = None
 
+    @property
+    def lossless(self) -> bool:
+        """Whether every text decodes back from its ids without being checked: so for the byte
+        codec, whose ids are the text's UTF-8 bytes and its whole added tokens."""
+        return self.bytes is not None
+
     def encode(self, text: str) -> np.ndarray:
         if self.bytes is not None:
             return self.bytes.encode(text)

@@ -228,7 +228,7 @@ class TokenObservation(gym.Wrapper):
 
     def _encode(self, text: str) -> np.ndarray:
         ids = self._codec.encode(text)
-        if self._codec.decode(ids) != text:
+        if not self._codec.lossless and self._codec.decode(ids) != text:
             raise TemplateError(
                 f"{type(self.tokenizer).__name__} does not decode its ids back to the text it encoded "
                 f"({text[:60]!r}...); token-in/token-out needs a lossless tokenizer (byte-level BPE such as "
@@ -253,7 +253,7 @@ class TokenObservation(gym.Wrapper):
         if isinstance(action, Mapping):
             action, logprobs = action["ids"], action.get("logprobs")
         ids = np.asarray(action)
-        if ids.ndim != 1 or not (ids.size == 0 or np.issubdtype(ids.dtype, np.integer)):
+        if ids.ndim != 1 or not (ids.size == 0 or ids.dtype.kind in "iu"):
             raise InvalidAction(
                 "expected the generated ids as a 1-D int array, a list of ints or text, "
                 f"got {type(action).__name__} of dtype {ids.dtype} and shape {ids.shape}"
