@@ -1,18 +1,21 @@
-"""The words of a search, found in Python in a world's pristine rows instead of by a ``LIKE`` scan.
+"""A world's rows kept in Python in each search's order, and their words, for the search tools.
 
 A search word matches a row when it appears, ignoring ASCII case, in one of the table's
 ``search`` columns: ``col LIKE '%word%'`` per column, which SQLite answers by decoding every
 character of the table (~150 us for the default world's 320 emails, issue 14). A world's rows
-never change, so a :class:`WordIndex` folds their searched text once per world and notes which
-rows hold each 3-byte sequence; a word's candidates are the rows holding all of its sequences,
-and a substring test decides. A session reads back only the rows that it wrote and folds them
-alike (``WorkplaceTools._matches``). Nothing is built per reset.
+never change, so a :class:`WordIndex` holds them in the table's search order, folds their
+searched text once per world and notes which rows hold each 3-byte sequence: a word's
+candidates are the rows holding all of its sequences, and a substring test decides. A page of
+untouched rows is read from here, not from SQL. A session reads back only the rows that it
+wrote, folds them alike and puts them in order (``WorkplaceTools._indexed_rows``). Nothing is
+built per reset.
 
 Why this equals ``LIKE`` (tests/envs/test_workplace_search.py checks it against the statements):
 ``LIKE`` folds ASCII letters only, as ``bytes.lower`` does on UTF-8, and a UTF-8 needle can only
 match at character boundaries; ``LIKE`` reads a value up to its first NUL, so the text is cut
-there; a word holds no whitespace, so it cannot match across the newline that joins two columns. Words that ``LIKE`` may treat otherwise (a NUL, a lone surrogate,
-over :data:`MAX_WORD` characters, near SQLite's pattern limit) stay ``LIKE`` conditions.
+there; a word holds no whitespace, so it cannot match across the newline that joins two
+columns. Words that ``LIKE`` may treat otherwise (a NUL, a lone surrogate, over
+:data:`MAX_WORD` characters, near SQLite's pattern limit) stay ``LIKE`` conditions.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import json
 import math
-from bisect import bisect_left
 import sqlite3
+from bisect import bisect_left
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -351,7 +351,8 @@ class WorkplaceTools:
         if not where.narrowed:  # the page walks the index in the table's order and stops after LIMIT rows
             (total,) = self.db.execute(f'SELECT count(*) FROM "{table.name}"{cond}', params).fetchone()
             sql = f'SELECT {table.select_list} FROM "{table.name}"{cond} ORDER BY {table.order} LIMIT ? OFFSET ?'
-            return total, self.db.execute(sql, [*params, -1 if end is None else end - offset, offset]).fetchall()
+            page = [*params, -1 if end is None else end - offset, offset]
+            return total, self.db.execute(sql, page).fetchall() if total > offset else []
         # The matches found once, their rowids in order; then the page's rows. "+column" keeps
         # SQLite from walking the order's index past every non-match: the matches (a LIKE scan,
         # or by the index on the event end) come first and are sorted (few).
