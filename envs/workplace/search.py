@@ -93,11 +93,13 @@ class WordIndex:
             for i in range(len(k) - 2):
                 mask &= self.grams.get(k[i : i + 3], 0)
         bits, found, at = format(mask, "b")[::-1], [], 0
-        texts = self.texts
         while (at := bits.find("1", at)) != -1:
-            if all(k in texts[at] for k in keys):
-                found.append(at)
+            found.append(at)
             at += 1
+        texts = self.texts
+        for k in keys:  # a 3-byte key is its own sequence: its candidates hold it
+            if len(k) != 3:
+                found = [p for p in found if k in texts[p]]
         return found
 
 
