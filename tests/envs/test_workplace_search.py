@@ -27,6 +27,40 @@ ODD = ["é", "É", "ß", "ü", "\u212a", "%", "_", "\\", '"', "'", "a%b", "a_b",
 ODD += ["\x00", "a\x00", "\x00com", "\ud800", "ok\udfff", "a" * 1001, "\u00c9cole", "ATLAS.COM", "@", ".", "\n"]
 
 
+def pick(rng, options):
+    return options[int(rng.integers(len(options)))]
+
+
+def address(env, rng):
+    """Someone's address, in any case (the filters ignore it)."""
+    email = pick(rng, [e for _, e in env.world.people])
+    return email.upper() if rng.random() < 0.3 else email
+
+
+def day_of(table, column):
+    return lambda env, rng: pick(rng, [r[column] for r in env.world.rows[table]] + ["2023-12-01"])
+
+
+FILTERS = {
+    "project_management_search_tasks": {
+        "assigned_to_email": address,
+        "list_name": lambda env, rng: pick(rng, S.LIST_NAMES),
+        "board": lambda env, rng: pick(rng, S.BOARDS),
+        "due_date": day_of("project_tasks", "due_date"),
+    },
+    "customer_relationship_manager_search_customers": {
+        "customer_email": lambda env, rng: pick(rng, ["com", ".io", "INFO", "a", "%", "zz"]),
+        "product_interest": lambda env, rng: pick(rng, S.PRODUCTS),
+        "status": lambda env, rng: pick(rng, S.STATUSES),
+        "assigned_to_email": address,
+        "last_contact_date_min": day_of("customers", "last_contact_date"),
+        "last_contact_date_max": day_of("customers", "last_contact_date"),
+        "follow_up_by_min": day_of("customers", "follow_up_by"),
+        "follow_up_by_max": day_of("customers", "follow_up_by"),
+    },
+}
+
+
 def old_page(self, table, where, page, page_size, label):
     """The search's statement before issue 14: one sorted statement with a window count."""
     rows = self.db.execute(
@@ -84,6 +118,9 @@ def compare(env, monkeypatch, rng, n, extra=(), odd=True):
                 args["date_min" if rng.random() < 0.5 else "date_max"] = day
             if tool == "calendar_search_events" and rng.random() < 0.3:
                 args["time_min" if rng.random() < 0.5 else "time_max"] = day + " 12:00:00"
+            if tool in FILTERS:  # the other filters, one or two at a time, as SQL still applies them
+                for name in rng.permutation(list(FILTERS[tool]))[: rng.integers(0, 3)]:
+                    args[str(name)] = FILTERS[tool][name](env, rng)
             fast = env.tools.call(tool, args)
             if tool == "company_directory_find_email_address":
                 try:
