@@ -56,13 +56,14 @@ class WordIndex:
         rows = db.execute(f'SELECT rowid, {ident}, {table.select_list} FROM "{table.name}" ORDER BY {table.order}').fetchall()
         self.rowids: list[int] = [r[0] for r in rows]  # position -> rowid
         self.position: dict[str, int] = {r[1]: i for i, r in enumerate(rows) if r[1] is not None}  # id -> position
-        self.rows: list[tuple] = [r[2:] for r in rows]  # position -> the row's columns, as the tools select them
+        columns = [r[2:] for r in rows]  # the row's columns, as the tools select them
+        self.records: list[dict] = [dict(zip(table.names, r)) for r in columns]  # position -> the row, to copy
         self.at: dict[int, int] = {r: i for i, r in enumerate(self.rowids)}  # rowid -> position
         self.searched = [table.names.index(c) for c in table.search]
-        self.texts: list[bytes] = [fold([r[i] for i in self.searched]) for r in self.rows]
+        self.texts: list[bytes] = [fold([r[i] for i in self.searched]) for r in columns]
         terms = [t.split() for t in table.order.split(",")]
         self.order = [(table.names.index(t[0]), t[-1].upper() == "DESC") for t in terms]  # (column, descending)
-        self.keys: list[tuple] = [self.key(r) for r in self.rows]  # position -> its sort key, ascending
+        self.keys: list[tuple] = [self.key(r) for r in columns]  # position -> its sort key, ascending
         self.grams: dict[bytes, int] = {}  # each 3-byte sequence of the texts -> the rows holding it, as bits
         for p, text in enumerate(self.texts):
             bit = 1 << p
