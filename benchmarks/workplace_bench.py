@@ -14,7 +14,8 @@ Cases (all on the default synthetic world: 320 emails, 240 events, 442 visits, 1
 * every tool (``--tools``): each of the 27 tools' ``Toolset.call`` on a warm session (its SQL
   statements prepared, as from an episode's second call on), median over a few argument sets
   per tool (the searches with and without words, dates and pages); writes on fresh ids; the four
-  paged searches once more after a write into their table (``WRITE_FIRST``). With
+  paged searches once more after a write into their table (``WRITE_FIRST``), and as the first
+  call after a reset (the database just restored, the episode's first search). With
   ``--peer-python`` (another checkout's interpreter) the same calls run there too, in alternated
   worker processes, for a before/after ratio from one run.
 * memory: RSS growth per live session when ``--sessions`` envs are made and reset in one process
@@ -185,12 +186,13 @@ def bench_tools(n: int) -> dict[str, float]:
     out = {}
     cases = [(name, name, None) for name in TOOL_CALLS]
     cases += [(f"{name} after {write[0]}", name, write) for name, write in WRITE_FIRST.items()]
+    cases += [(f"{name}, first call after a reset", name, "reset") for name in WRITE_FIRST]
     for label, name, write in cases:
         variants = TOOL_CALLS[name]
         times = []
         for args in variants:
             env.reset(seed=0)
-            if write is not None:
+            if isinstance(write, tuple):
                 assert env.tools.call(*write).error is None, write
 
             def args_for(i, args=args):
@@ -199,6 +201,8 @@ def bench_tools(n: int) -> dict[str, float]:
             assert env.tools.call(name, args_for(n)).error is None, (name, args)  # prepares its statements
             for i in range(n):
                 call_args = args_for(i)
+                if write == "reset":  # the episode's first call: the database just restored
+                    env.reset(seed=i)
                 t = time.thread_time_ns()
                 result = env.tools.call(name, call_args)
                 times.append(time.thread_time_ns() - t)
