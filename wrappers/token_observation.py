@@ -181,8 +181,9 @@ class TokenObservation(gym.Wrapper):
             if kept:
                 bridge = bridge[len(stop) :]
         reward, terminated, truncated, info = result
+        env_ids = self._encode(bridge)  # may raise (a lossy tokenizer): before the context changes
         self._logprobs.append(logprobs)
-        self._append((ids, True), (self._encode(bridge), False))
+        self._append((ids, True), (env_ids, False))
         if self._done:
             info = dict(info, trajectory=self.trajectory())
             if cut and info.get("end_reason") in ("failure", "max_turns"):

@@ -53,3 +53,22 @@ def test_a_changed_tool_list_is_rendered_at_the_next_reset():
     second, _ = wrapped.reset(seed=0)
     assert "step_down" not in tok.decode(first.tolist()) and "step_down" in tok.decode(second.tolist())
     assert assert_steps_match_reference(env, tok, range(2)) >= 2  # and every step agrees with the new list
+
+
+def test_a_tokenizer_that_does_not_decode_its_text_back_is_refused():
+    # The decode-and-compare check stays for every tokenizer but the byte codec's.
+    import copy
+
+    from tokenizers import normalizers
+    from transformers import PreTrainedTokenizerFast
+
+    from tests.wrappers.chat_fixtures import CHATML_TEMPLATE
+    from textgym.error import TemplateError
+
+    backend = copy.deepcopy(tokenizer("chatml").backend_tokenizer)
+    backend.normalizer = normalizers.Lowercase()
+    lowering = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>", chat_template=CHATML_TEMPLATE)
+    env = TokenObservation(LadderEnv(), lowering)
+    assert not env._codec.lossless
+    with pytest.raises(TemplateError, match="lossless tokenizer"):
+        env.reset(seed=0)  # "Climb the ladder." comes back as "climb the ladder."
