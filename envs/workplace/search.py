@@ -7,7 +7,7 @@ never change, so a :class:`WordIndex` holds them in the table's search order, fo
 searched text once per world and notes which rows hold each 3-byte sequence: a word's
 candidates are the rows holding all of its sequences, and a substring test decides. A page of
 untouched rows is read from here, not from SQL. A session reads back only the rows that it
-wrote, folds them alike and puts them in order (``WorkplaceTools._indexed_rows``). Nothing is
+wrote, folds them alike and puts them in order (:class:`SessionRows`). Nothing is
 built per reset.
 
 Why this equals ``LIKE`` (tests/envs/test_workplace_search.py checks it against the statements):
@@ -21,7 +21,9 @@ columns. Words that ``LIKE`` may treat otherwise (a NUL, a lone surrogate, over
 from __future__ import annotations
 
 import sqlite3
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from textgym.envs.workplace import schema as S
 
@@ -102,6 +104,127 @@ class WordIndex:
             if len(k) != 3:
                 found = [p for p in found if k in texts[p]]
         return found
+
+class Where(Protocol):
+    """What :meth:`SessionRows.read` needs of a search's filter (``tools._Where``)."""
+
+    indexed: bool  # the words are in ``keys``, to find in the index
+    keys: list[bytes]
+    conds: list[str]  # the other conditions, SQL
+    params: list[Any]
+    narrowed: bool  # without the index: find the matches once (words, an end time), then page them
+    sql: str  # " WHERE ..." of ``conds`` (or "")
+
+
+class SessionRows:
+    """The rows a session's searches read: the world's index while it describes the database, else SQL.
+
+    It also keeps what the session's writes touched (``touched``, which the verifier reads too):
+    the index describes the database as long as every change was one of those writes.
+
+    Args:
+        db: The session's database.
+        words: The word index of the world that ``db`` is a copy of (``World.words``), or None:
+            then SQL does all.
+    """
+
+    def __init__(self, db: sqlite3.Connection, words: dict[str, WordIndex] | None):
+        self.db = db
+        self.words = words
+        self.touched: dict[str, set[str]] = {}
+        self._changes = db.total_changes  # rows changed so far; any other count means a write not ours
+        self._overlays: dict[str, tuple] = {}  # see _overlay
+
+    def clear(self) -> None:
+        """Forget the touched rows (after the database was restored)."""
+        self.touched = {}
+        self._changes = self.db.total_changes
+        self._overlays = {}
+
+    def touch(self, table: S.Table, row_id: str | None) -> None:
+        """Note a write into ``table`` (of the row ``row_id``), just made."""
+        ids = self.touched.setdefault(table.name, set())
+        if row_id is not None:
+            ids.add(row_id)
+        self._changes = self.db.total_changes
+        self._overlays.pop(table.name, None)
+
+    def indexed(self) -> bool:
+        """Whether the world's index (and its counts) describe the database: a world was given,
+        and no row changed but by the writes noted here."""
+        return self.words is not None and self.db.total_changes == self._changes
+
+    def _overlay(self, table: S.Table) -> tuple[dict[int, tuple], set[int], list[int]]:
+        """The rows this session wrote into ``table`` (rowid -> row), the index positions that they
+        replace, and the positions of the other rows; read once after each write."""
+        if table.name not in self._overlays:
+            index, touched = self.words[table.name], self.touched[table.name]
+            marks = ", ".join("?" * len(touched))
+            sql = f'SELECT rowid, {table.select_list} FROM "{table.name}" WHERE "{table.id_column}" IN ({marks})'
+            written = {r[0]: r[1:] for r in self.db.execute(sql, list(touched))}
+            skip = {index.position[i] for i in touched if i in index.position}
+            self._overlays[table.name] = written, skip, [p for p in range(len(index.records)) if p not in skip]
+        return self._overlays[table.name]
+
+    def read(self, table: S.Table, where: Where, offset: int, limit: int | None) -> tuple[int, list[dict[str, Any]]]:
+        """The number of matches and the matches ``offset`` to ``offset + limit`` (all without a limit), in order."""
+        end = None if limit is None else offset + limit
+        if where.indexed:
+            return self._from_index(table, where, offset, end)
+        cond, params = where.sql, where.params
+        if not where.narrowed:  # the page walks the index in the table's order and stops after LIMIT rows
+            (total,) = self.db.execute(f'SELECT count(*) FROM "{table.name}"{cond}', params).fetchone()
+            sql = f'SELECT {table.select_list} FROM "{table.name}"{cond} ORDER BY {table.order} LIMIT ? OFFSET ?'
+            page = [*params, -1 if end is None else end - offset, offset]
+            rows = self.db.execute(sql, page).fetchall() if total > offset else []
+            return total, [dict(zip(table.names, r)) for r in rows]
+        # The matches found once, their rowids in order; then the page's rows. "+column" keeps
+        # SQLite from walking the order's index past every non-match: the matches (a LIKE scan,
+        # or by the index on the event end) come first and are sorted (few).
+        by = ", ".join("+" + term.strip() for term in table.order.split(","))
+        ids = [i for (i,) in self.db.execute(f'SELECT rowid FROM "{table.name}"{cond} ORDER BY {by}', params)]
+        total, ids = len(ids), ids[offset:end]
+        sql = f'SELECT rowid, {table.select_list} FROM "{table.name}" WHERE rowid IN ({", ".join("?" * len(ids))})'
+        found = {r[0]: r[1:] for r in self.db.execute(sql, ids)} if ids else {}
+        return total, [dict(zip(table.names, found[i])) for i in ids]
+
+    def _from_index(self, table: S.Table, where: Where, offset: int, end: int | None) -> tuple[int, list[dict[str, Any]]]:
+        """:meth:`read` from the world's index: its rows as built, and the rows this session wrote.
+
+        The index holds the untouched rows in order and finds the words; SQL only tells which
+        rows pass the other filters (one string of rowids: a returned row costs more than a
+        filter); the rows this session wrote are read back and put in order among the others.
+        """
+        index = self.words[table.name]
+        positions = index.matching(where.keys) if where.keys else range(len(index.records))
+        written: dict[int, tuple] = {}  # rowid -> row, of the rows this session wrote that hold the words
+        if self.touched.get(table.name):
+            written, skip, untouched = self._overlay(table)
+            if where.keys:
+                positions = [p for p in positions if p not in skip]
+                written = {i: row for i, row in written.items() if index.holds(row, where.keys)}
+            else:
+                positions = untouched
+        if where.conds:
+            cond, params = where.sql, where.params
+            if where.keys:  # only the words' matches, as many marks as the next power of two (the
+                # last repeated): a few statements to prepare, not one per count (json_each would
+                # be one, but a statement holding it crashed SQLite 3.40 after the next deserialize)
+                ids = [index.rowids[p] for p in positions] + list(written)
+                if not ids:
+                    return 0, []
+                ids += ids[-1:] * ((1 << (len(ids) - 1).bit_length()) - len(ids))
+                cond = " WHERE " + " AND ".join([f"rowid IN ({', '.join('?' * len(ids))})", *where.conds])
+                params = [*ids, *params]
+            (found,) = self.db.execute(f'SELECT group_concat(rowid) FROM "{table.name}"{cond}', params).fetchone()
+            passing = set(map(int, found.split(","))) if found else set()
+            positions = sorted(index.at[i] for i in passing if i not in written and i in index.at)
+            written = {i: row for i, row in written.items() if i in passing}
+        order: list[int | tuple] = list(positions)  # positions in the index, and written rows
+        for row in sorted(written.values(), key=index.key, reverse=True):  # the largest first: later ones go before
+            order.insert(bisect_left(positions, index.key(row), key=index.keys.__getitem__), row)
+        # A copy of the world's record (a fresh dict per call) costs a third of building one.
+        return len(order), [dict(index.records[p] if isinstance(p, int) else zip(table.names, p)) for p in order[offset:end]]
 
 
 class _Descending:

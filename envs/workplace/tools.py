@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from bisect import bisect_left
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -251,32 +250,23 @@ class WorkplaceTools:
     def __init__(self, db: sqlite3.Connection, world: World | None = None):
         self.db = db
         self.world = world
-        self.words = None if world is None else world.words
-        self.touched: dict[str, set[str]] = {}
-        self._changes = db.total_changes  # rows changed so far; any other count means a write not ours
-        self._overlays: dict[str, tuple] = {}  # see _overlay
+        self.rows = search.SessionRows(db, None if world is None else world.words)
+
+    @property
+    def touched(self) -> dict[str, set[str]]:
+        """The ids of the rows each table's writes touched (a table without ids: an empty set)."""
+        return self.rows.touched
 
     def clear(self) -> None:
         """Forget the touched rows (after the database was restored)."""
-        self.touched = {}
-        self._changes = self.db.total_changes
-        self._overlays = {}
+        self.rows.clear()
 
     def _touch(self, table: S.Table, row_id: str | None) -> None:
-        ids = self.touched.setdefault(table.name, set())
-        if row_id is not None:
-            ids.add(row_id)
-        self._changes = self.db.total_changes
-        self._overlays.pop(table.name, None)
-
-    def _indexed(self) -> bool:
-        """Whether the world's word index and counts describe this database: a world was given,
-        and no row changed but by these tools (which note what they touch)."""
-        return self.words is not None and self.db.total_changes == self._changes
+        self.rows.touch(table, row_id)
 
     def _where(self, table: S.Table) -> _Where:
         """A search's filter; its words go to the word index when that describes the database."""
-        return _Where(table, self._indexed())
+        return _Where(table, self.rows.indexed())
 
     def toolset(self) -> Toolset:
         """All 27 tools, bound to this object, in NeMo Gym's order."""
@@ -330,80 +320,8 @@ class WorkplaceTools:
         self._touch(table, key)
         return {"status": "updated", table.id_column: key, "field": field, "new_value": value}
 
-    def _overlay(self, table: S.Table) -> tuple[dict[int, tuple], set[int], list[int]]:
-        """The rows this session wrote into ``table`` (rowid -> row), the index positions that they
-        replace, and the positions of the other rows; read once after each write."""
-        if table.name not in self._overlays:
-            index, touched = self.words[table.name], self.touched[table.name]
-            marks = ", ".join("?" * len(touched))
-            sql = f'SELECT rowid, {table.select_list} FROM "{table.name}" WHERE "{table.id_column}" IN ({marks})'
-            written = {r[0]: r[1:] for r in self.db.execute(sql, list(touched))}
-            skip = {index.position[i] for i in touched if i in index.position}
-            self._overlays[table.name] = written, skip, [p for p in range(len(index.records)) if p not in skip]
-        return self._overlays[table.name]
-
-    def _rows(self, table: S.Table, where: _Where, offset: int, limit: int | None) -> tuple[int, list[dict[str, Any]]]:
-        """The number of matches and the matches ``offset`` to ``offset + limit`` (all without a limit), in order."""
-        end = None if limit is None else offset + limit
-        if where.indexed:
-            return self._indexed_rows(table, where, offset, end)
-        cond, params = where.sql, where.params
-        if not where.narrowed:  # the page walks the index in the table's order and stops after LIMIT rows
-            (total,) = self.db.execute(f'SELECT count(*) FROM "{table.name}"{cond}', params).fetchone()
-            sql = f'SELECT {table.select_list} FROM "{table.name}"{cond} ORDER BY {table.order} LIMIT ? OFFSET ?'
-            page = [*params, -1 if end is None else end - offset, offset]
-            rows = self.db.execute(sql, page).fetchall() if total > offset else []
-            return total, [dict(zip(table.names, r)) for r in rows]
-        # The matches found once, their rowids in order; then the page's rows. "+column" keeps
-        # SQLite from walking the order's index past every non-match: the matches (a LIKE scan,
-        # or by the index on the event end) come first and are sorted (few).
-        by = ", ".join("+" + term.strip() for term in table.order.split(","))
-        ids = [i for (i,) in self.db.execute(f'SELECT rowid FROM "{table.name}"{cond} ORDER BY {by}', params)]
-        total, ids = len(ids), ids[offset:end]
-        sql = f'SELECT rowid, {table.select_list} FROM "{table.name}" WHERE rowid IN ({", ".join("?" * len(ids))})'
-        found = {r[0]: r[1:] for r in self.db.execute(sql, ids)} if ids else {}
-        return total, [dict(zip(table.names, found[i])) for i in ids]
-
-    def _indexed_rows(self, table: S.Table, where: _Where, offset: int, end: int | None) -> tuple[int, list[dict[str, Any]]]:
-        """:meth:`_rows` from the world's index: its rows as built, and the rows this session wrote.
-
-        The index holds the untouched rows in order and finds the words; SQL only tells which
-        rows pass the other filters (one string of rowids: a returned row costs more than a
-        filter); the rows this session wrote are read back and put in order among the others.
-        """
-        index = self.words[table.name]
-        positions = index.matching(where.keys) if where.keys else range(len(index.records))
-        written: dict[int, tuple] = {}  # rowid -> row, of the rows this session wrote that hold the words
-        if self.touched.get(table.name):
-            written, skip, untouched = self._overlay(table)
-            if where.keys:
-                positions = [p for p in positions if p not in skip]
-                written = {i: row for i, row in written.items() if index.holds(row, where.keys)}
-            else:
-                positions = untouched
-        if where.conds:
-            cond, params = where.sql, where.params
-            if where.keys:  # only the words' matches, as many marks as the next power of two (the
-                # last repeated): a few statements to prepare, not one per count (json_each would
-                # be one, but a statement holding it crashed SQLite 3.40 after the next deserialize)
-                ids = [index.rowids[p] for p in positions] + list(written)
-                if not ids:
-                    return 0, []
-                ids += ids[-1:] * ((1 << (len(ids) - 1).bit_length()) - len(ids))
-                cond = " WHERE " + " AND ".join([f"rowid IN ({', '.join('?' * len(ids))})", *where.conds])
-                params = [*ids, *params]
-            (found,) = self.db.execute(f'SELECT group_concat(rowid) FROM "{table.name}"{cond}', params).fetchone()
-            passing = set(map(int, found.split(","))) if found else set()
-            positions = sorted(index.at[i] for i in passing if i not in written and i in index.at)
-            written = {i: row for i, row in written.items() if i in passing}
-        order: list[int | tuple] = list(positions)  # positions in the index, and written rows
-        for row in sorted(written.values(), key=index.key, reverse=True):  # the largest first: later ones go before
-            order.insert(bisect_left(positions, index.key(row), key=index.keys.__getitem__), row)
-        # A copy of the world's record (a fresh dict per call) costs a third of building one.
-        return len(order), [dict(index.records[p] if isinstance(p, int) else zip(table.names, p)) for p in order[offset:end]]
-
     def _page(self, table: S.Table, where: _Where, page: int, page_size: int, label: str):
-        total, rows = self._rows(table, where, (page - 1) * page_size, page_size)
+        total, rows = self.rows.read(table, where, (page - 1) * page_size, page_size)
         return {
             label: rows,
             "page": page,
@@ -436,7 +354,7 @@ class WorkplaceTools:
         """
         where = self._where(S.DIRECTORY)
         where.words(name)
-        return [r["email_address"] for r in self._rows(S.DIRECTORY, where, 0, None)[1]]
+        return [r["email_address"] for r in self.rows.read(S.DIRECTORY, where, 0, None)[1]]
 
     # ----- email -----
 
@@ -637,7 +555,7 @@ class WorkplaceTools:
 
     def _visits(self) -> Visits | None:
         """The world's visit counts, or None when SQL must count (rows changed behind the tools' back)."""
-        return self.world.visits if self._indexed() else None
+        return self.world.visits if self.rows.indexed() else None
 
     def analytics_get_visitor_information_by_id(self, visitor_id: str) -> list[dict[str, Any]]:
         """Returns every recorded visit of a visitor.

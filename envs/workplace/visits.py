@@ -2,11 +2,11 @@
 
 No tool writes the analytics table, so its counts are the world's: a count over a date range
 is a slice of the sorted days (two bisections) instead of a ``GROUP BY`` over every visit
-(~60-90 us for the default world's 442, issue 14), and a total per source is a difference
-of running sums. The counts themselves come from SQL when the
-world is built, so they are SQL's; the tools fall back to SQL when rows changed behind their
-back (``WorkplaceTools._indexed``). Dates are text, compared as SQLite compares text (UTF-8
-byte order is code point order, which Python's ``str`` comparison follows).
+(~60-90 us for the default world's 442, issue 14), and a total per source is a difference of
+running sums. The counts themselves come from SQL when the world is built, so they are SQL's;
+the tools count by SQL again when rows changed behind their back (``SessionRows.indexed``).
+Dates are text, compared as SQLite compares text (UTF-8 byte order is code point order, which
+Python's ``str`` comparison follows).
 """
 
 from __future__ import annotations

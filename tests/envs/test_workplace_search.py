@@ -129,7 +129,7 @@ def compare(env, monkeypatch, rng, n, extra=(), odd=True):
                     assert fast.error == f"{tool}: the database rejected the arguments (UnicodeEncodeError: {exc})"
                 continue
             with monkeypatch.context() as m:
-                m.setattr(env._session, "words", None)  # every word a LIKE condition, as before
+                m.setattr(env._session.rows, "words", None)  # every word a LIKE condition, as before
                 m.setattr(T.WorkplaceTools, "_page", old_page)
                 slow = env.tools.call(tool, args)
             assert fast == slow, (tool, args)
