@@ -143,3 +143,16 @@ def test_decode_json_turns_every_decoder_failure_into_a_value_error():
     for text, reason in [("[" * 30000, "nested too deeply"), ("1" + "0" * 5000, "too many digits"), ("{", "Expecting")]:
         with pytest.raises(ValueError, match=reason):
             decode_json(text)
+
+
+def test_the_shortest_text_calls_past_the_limits_are_still_rejected():
+    # Short calls skip the depth and int-size walk (issue 14); the shortest calls that break a
+    # limit are longer than that bound, so they are caught as before.
+    from textgym.parsing import MAX_ARGUMENT_DEPTH
+
+    deep = '<tool_call>{"name":"f","arguments":{"":' + "[" * MAX_ARGUMENT_DEPTH + "]" * MAX_ARGUMENT_DEPTH + "}}</tool_call>"
+    assert "deeper than" in parse_turn(deep).error
+    ok = deep.replace("[", "", 1).replace("]", "", 1)
+    assert parse_turn(ok).errors == () and parse_turn(ok).tool_calls[0].name == "f"
+    big = '<tool_call>{"name":"f","arguments":{"a":' + "9" * 4250 + "}}</tool_call>"
+    assert "too many digits" in parse_turn(big).error

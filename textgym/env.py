@@ -136,7 +136,7 @@ class TextEnv(gym.Env):
         return self.conversation, info
 
     def step(self, action: Any):
-        if self.task is None or self._done:
+        if self._done:  # also before the first reset
             raise ResetNeeded("call reset() before step()" if self.task is None else "the episode has ended; call reset()")
         if not isinstance(action, (str, Mapping)):
             raise InvalidAction(f"expected the assistant turn as a str or a message dict, got {type(action).__name__}")
@@ -198,17 +198,16 @@ class TextEnv(gym.Env):
         terminated = bool(outcome.terminated)
         truncated = not terminated and self.turn >= self.max_turns
         info: dict[str, Any] = {"task_id": self.task.id, "turn": self.turn, "error": outcome.error}
-        reward = float(outcome.reward)
-        if terminated:
-            info["success"] = bool(outcome.success)
-            info["verification"] = outcome.verification
-        elif truncated:
-            success, verification = self.verdict()
-            info["success"], info["verification"] = bool(success), verification
         if terminated or truncated:
+            if terminated:
+                info["success"] = bool(outcome.success)
+                info["verification"] = outcome.verification
+            else:
+                success, verification = self.verdict()
+                info["success"], info["verification"] = bool(success), verification
             info["end_reason"] = end_reason(outcome.end_reason, terminated, info["success"])
-        self._done = terminated or truncated
-        return self.conversation, reward, terminated, truncated, info
+            self._done = True
+        return self.conversation, float(outcome.reward), terminated, truncated, info
 
 
 def end_reason(override: str | None, terminated: bool, success: bool) -> str:

@@ -41,6 +41,10 @@ _CALL_CHARS = len(TOOL_OPEN + '{"name": "", "arguments": }' + TOOL_CLOSE)  # a c
 _SCALARS = frozenset((str, float, bool, type(None)))
 _UNSET = object()
 _MAX_INT_BITS = 14_000  # about 4,200 digits: Python refuses to print longer ints (sys.get_int_max_str_digits)
+# A decoded call object of at most this many characters always passes ``_not_json``: JSON text only
+# decodes to JSON values, nesting past MAX_ARGUMENT_DEPTH inside "arguments" takes two brackets
+# per level plus the call's own keys (over 90 characters), and a too-long int some 4,200 digits.
+_SHORT_CALL = 2 * MAX_ARGUMENT_DEPTH + 16
 
 
 # The records below are made for every call and turn, so they are slotted dataclasses rather than
@@ -114,7 +118,8 @@ def _with_error(turn: ParsedTurn, error: str) -> ParsedTurn:
 
 def _parse_text(text: str, prefix: str) -> ParsedTurn:
     calls, errors = _tool_calls_from_text(text, prefix)
-    return ParsedTurn(assistant(text), text, tuple(calls), _last_answer(text), tuple(errors))
+    answer = _last_answer(text) if "<answer>" in text else None
+    return ParsedTurn(assistant(text), text, tuple(calls), answer, tuple(errors))
 
 
 def _parse_dict(action: Mapping, prefix: str, max_chars: int | None) -> ParsedTurn:
@@ -317,7 +322,7 @@ def _tool_calls_from_text(text: str, prefix: str) -> tuple[list[ToolCall], list[
             errors.append(f"tool call {index}: expected a JSON object with 'name' and 'arguments'")
             continue
         name, args = obj.get("name"), obj.get("arguments")
-        if type(name) is str and name and type(args) is dict and _not_json(args) is None:  # the usual call
+        if type(name) is str and name and type(args) is dict and (end - body <= _SHORT_CALL or _not_json(args) is None):
             calls.append(ToolCall(f"{prefix}_{len(calls)}", name, args))
             continue
         try:

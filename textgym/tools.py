@@ -179,7 +179,7 @@ class Toolset(Mapping):
             result = tool.fn(**tool.validate(arguments))
         except ToolError as exc:
             return _error(str(exc))
-        return ToolResult(_ENCODER.encode(result))
+        return ToolResult(_encode_str(result) if type(result) is str else _ENCODER.encode(result))
 
 
 def _json_default(value: Any) -> Any:
@@ -189,6 +189,7 @@ def _json_default(value: Any) -> Any:
 
 
 _ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False)  # built once: json.dumps with options builds one per call
+_encode_str = json.encoder.encode_basestring  # what _ENCODER.encode does with a str, without its Python frame
 
 
 def to_json(value: Any) -> str:

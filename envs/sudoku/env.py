@@ -127,6 +127,7 @@ class SudokuEnv(TextEnv):
         self.difficulty = difficulty
         self.blanks = BLANKS[size][difficulty] if blanks is None else blanks
         self.reward_mode = reward
+        self._dense = reward == "dense"
         self._auto_turns = max_turns is None
         super().__init__(
             tasks=tasks,
@@ -179,15 +180,15 @@ class SudokuEnv(TextEnv):
         self.puzzle = puzzle
         self.solution = solution
         self.board = list(puzzle)
-        self._chars = [grid.DIGIT_CHARS[d] for d in puzzle]  # the board as drawn, kept in step with it
-        self._board_format = grid.board_format(self._n)
+        self._text = grid.format_board(puzzle, self._n)  # the board as drawn, kept in step with it
+        self._offsets = grid.cell_offsets(self._n)
         self._masks = Masks(self._geo, self.board)
         self._blank_count = puzzle.count(0)
         self._empty = self._blank_count
         self._correct = 0
         if self._auto_turns:
             self.max_turns = self._n * self._n
-        return [system(_system_prompt(self._n)), user(f"Here is the puzzle:\n{self._board_text()}")]
+        return [system(_system_prompt(self._n)), user(f"Here is the puzzle:\n{self._text}")]
 
     def _checked(self, task: Task) -> tuple[list[int], list[int]]:
         """Puzzle and solution cells of a task, re-checked: the base passes Task objects through.
@@ -226,27 +227,22 @@ class SudokuEnv(TextEnv):
         old = self.board[i]
         if old == digit:
             return f"row {row}, col {col} already holds {digit}"
-        if old:
-            self._masks.clear(i, old)
-        if not self._masks.candidates(i) & (1 << (digit - 1)):
-            if old:
-                self._masks.set(i, old)
+        if not self._masks.replace(i, old, digit):
             raise ToolError(self._conflict(i, digit))
-        self._masks.set(i, digit)
         self.board[i] = digit
-        self._chars[i] = grid.DIGIT_CHARS[digit]
+        k, text = self._offsets[i], self._text
+        self._text = text[:k] + grid.DIGIT_CHARS[digit] + text[k + 1 :]
         sol = self.solution[i]
         self._correct += (digit == sol) - (old == sol)
         self._empty -= not old
         return f"placed {digit} at row {row}, col {col}" + (f" (replacing {old})" if old else "")
 
     def respond(self, turn: ParsedTurn) -> Outcome:
-        dense = self.reward_mode == "dense"
+        dense = self._dense
         before = self._potential() if dense else 0.0  # only dense rewards look at it
         messages, errors = tool_messages(self._toolset, turn)
         if not errors and turn.answer is None and turn.tool_calls and self._empty:  # moves only: most steps
-            board = self._board_format % tuple(self._chars)
-            messages.append(user(f"Board ({self._empty} empty cells left):\n{board}"))
+            messages.append(user(f"Board ({self._empty} empty cells left):\n{self._text}"))
             return Outcome(messages, self._potential() - before if dense else 0.0)
         rejected = len(errors)
         if turn.answer is not None:
@@ -264,7 +260,7 @@ class SudokuEnv(TextEnv):
             errors.append("no move found: call the place tool or give the full grid after <answer>")
         notes = [f"{rejected} of {len(turn.tool_calls)} moves rejected (see the tool results)."] if rejected else []
         notes += [f"Error: {e}." for e in errors[rejected:]]
-        notes.append(f"Board ({self._empty} empty cells left):\n{self._board_text()}")
+        notes.append(f"Board ({self._empty} empty cells left):\n{self._text}")
         messages.append(user("\n".join(notes)))
         return Outcome(messages=messages, reward=self._shaped(before), error="; ".join(errors) or None)
 
@@ -327,12 +323,9 @@ class SudokuEnv(TextEnv):
         if self.task is None:
             return "(call reset() first)\n"
         state = "over" if self._done else f"turn {self.turn}/{self.max_turns}"
-        return f"Sudoku {self._n}x{self._n} · {state} · {self._empty} empty\n{self._board_text()}\n"
+        return f"Sudoku {self._n}x{self._n} · {state} · {self._empty} empty\n{self._text}\n"
 
     # ----- helpers -----
-
-    def _board_text(self) -> str:
-        return self._board_format % tuple(self._chars)
 
     def _conflict(self, i: int, digit: int) -> str:
         where = grid.cell_name(self._n, i)
@@ -347,7 +340,7 @@ class SudokuEnv(TextEnv):
         return 1.0 if self._correct == self._blank_count else self._correct / self._blank_count
 
     def _shaped(self, before: float) -> float:
-        return self._potential() - before if self.reward_mode == "dense" else 0.0
+        return self._potential() - before if self._dense else 0.0
 
     def _verification(self, by: str, reason: str, board: str | None = None) -> dict[str, Any]:
         """The verdict, with the grids (``N*N`` characters, ``.`` blank) it was reached on: the
@@ -358,7 +351,7 @@ class SudokuEnv(TextEnv):
             "correct": self._correct,
             "blanks": self._blank_count,
             "puzzle": grid.to_string(self.puzzle),
-            "board": board if board is not None else "".join(self._chars),
+            "board": board if board is not None else grid.to_string(self.board),
             "solution": grid.to_string(self.solution),
         }
 
@@ -368,13 +361,14 @@ class SudokuEnv(TextEnv):
         """Finish the episode: the verdict message, the terminal reward and the verification."""
         if ok:  # an accepted <answer> grid becomes the board, so the last message shows the solution
             self._correct = self._blank_count
-            self.board = list(self.solution)
-            self._chars = [grid.DIGIT_CHARS[d] for d in self.solution]
-            self._masks = Masks(self._geo, self.board)
-            self._empty = 0
-        reward = self._shaped(before) if self.reward_mode == "dense" else float(ok)
+            if self.board != self.solution:  # not so after moves, unless they solved a pinned puzzle another way
+                self.board = list(self.solution)
+                self._text = grid.format_board(self.solution, self._n)
+                self._masks = Masks(self._geo, self.board)
+                self._empty = 0
+        reward = self._shaped(before) if self._dense else float(ok)
         verdict = "Solved!" if ok else f"Not solved: {reason}."
-        messages.append(user(f"{verdict} The episode is over.\n{self._board_text()}"))
+        messages.append(user(f"{verdict} The episode is over.\n{self._text}"))
         return Outcome(
             messages=messages,
             reward=reward,

@@ -96,17 +96,26 @@ def format_board(cells: Sequence[int], size: int) -> str:
     | . . | . 1 |
     +-----+-----+
     """
-    return draw(list(map(DIGIT_CHARS.__getitem__, cells)), size)
+    return board_format(size) % tuple(map(DIGIT_CHARS.__getitem__, cells))
 
 
-def draw(chars: Sequence[str], size: int) -> str:
-    """:func:`format_board` for cells already given as characters (the env keeps them so)."""
-    return board_format(size) % tuple(chars)
+@lru_cache(maxsize=None)
+def cell_offsets(size: int) -> tuple[int, ...]:
+    """Where each cell's character stands in :func:`format_board`'s text, so that a move redraws
+    the board by replacing one character instead of formatting every cell (issue 14).
+
+    >>> text = format_board([0] * 16, 4)
+    >>> [text[k] for k in cell_offsets(4)] == ["."] * 16
+    True
+    """
+    template = board_format(size)
+    starts = [k for k in range(len(template)) if template.startswith("%s", k)]
+    return tuple(k - cell for cell, k in enumerate(starts))  # each earlier "%s" drew one character
 
 
 @lru_cache(maxsize=None)
 def board_format(size: int) -> str:
-    """A ``%``-template with one ``%s`` per cell: rendering a board is one string format (every step)."""
+    """A ``%``-template with one ``%s`` per cell (the board drawn at reset)."""
     br, bc = BOX_SHAPES[size]
     rule = "+" + "+".join(["-" * (2 * bc + 1)] * (size // bc)) + "+"
     row = "| " + " | ".join([" ".join(["%s"] * bc)] * (size // bc)) + " |"

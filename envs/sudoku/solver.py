@@ -97,6 +97,25 @@ class Masks:
         self.cols[g.col[i]] &= bit
         self.boxes[g.box[i]] &= bit
 
+    def replace(self, i: int, old: int, new: int) -> bool:
+        """Put digit ``new`` into cell ``i`` in place of ``old`` (0 for blank, never ``new``) unless
+        a peer holds it; whether it did. One call per move, where clear/candidates/set are three.
+
+        The board this tracks never holds a conflict, so ``old``'s bit in the cell's units is the
+        cell's own and ``new``'s bit, if set, a peer's.
+        """
+        g = self.geo
+        r, c, b = g.row[i], g.col[i], g.box[i]
+        rows, cols, boxes = self.rows, self.cols, self.boxes
+        bit = 1 << (new - 1)
+        if (rows[r] | cols[c] | boxes[b]) & bit:
+            return False
+        keep = ~(1 << (old - 1)) if old else -1
+        rows[r] = rows[r] & keep | bit
+        cols[c] = cols[c] & keep | bit
+        boxes[b] = boxes[b] & keep | bit
+        return True
+
 
 def first_conflict(cells: Sequence[int], size: int) -> tuple[int, int, int, int] | None:
     """The first repeated digit as ``(digit, unit kind 0/1/2, first cell, second cell)``, or None."""

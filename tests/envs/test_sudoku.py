@@ -237,6 +237,23 @@ def test_several_moves_per_turn_apply_in_order_and_own_digits_can_be_overwritten
     assert format_board(env.board, 4) in obs[-1]["content"]
 
 
+def test_the_board_drawn_after_every_turn_is_the_board_held():
+    # The env redraws the board one character per move (issue 14): after any mix of moves,
+    # overwrites, conflicts and bad cells, the text shown is the board as format_board draws it.
+    import random
+
+    rng = random.Random(0)
+    for size in (4, 6, 9):
+        env = SudokuEnv(size=size, max_turns=400)
+        env.reset(seed=size)
+        for _ in range(60):
+            row, col, digit = (rng.randint(0, size + 1) for _ in range(3))
+            obs, _, terminated, truncated, _ = env.step(call(row, col, digit) + env.oracle_action(place=rng.randint(1, 2)))
+            assert format_board(env.board, size) in obs[-1]["content"]
+            if terminated or truncated:
+                break
+
+
 def test_openai_dict_actions_and_no_move_turns():
     env = pinned()
     action = {
