@@ -148,7 +148,7 @@ class TextEnv(gym.Env):
             outcome = self.respond(turn)
         # The turn counts once it has been answered: a step that raises leaves turn and conversation as they were.
         self.turn += 1
-        self.conversation = (*self.conversation, turn.message, *outcome.messages)
+        self.conversation += (turn.message, *outcome.messages)  # one copy of the past turns (a star-unpack makes two)
         return self._finish(outcome)
 
     def render(self) -> str | None:

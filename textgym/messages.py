@@ -107,8 +107,9 @@ def message(role: str, content: str, **extra: Any) -> FrozenDict:
     return freeze(data)
 
 
-# The helpers below are message() for one role each, written out: every step makes two or three
-# messages, and they are a good part of a Sudoku step (issue 14's floor is one appended message).
+# The helpers below are message() for one role each, written out down to the slot write: every
+# step makes two or three messages, and they are a good part of a Sudoku step (issue 14's floor
+# is one appended message). Anything but plain str arguments goes through message().
 
 
 def system(content: str) -> FrozenDict:
@@ -118,21 +119,25 @@ def system(content: str) -> FrozenDict:
 def user(content: str) -> FrozenDict:
     if type(content) is not str:
         return message("user", content)  # raises the TypeError (or accepts a str subclass)
-    return FrozenDict._of({"role": "user", "content": content})
+    msg = _new(FrozenDict)
+    _set_data(msg, {"role": "user", "content": content})
+    return msg
 
 
 def assistant(content: str, tool_calls: Sequence[Mapping] | None = None) -> FrozenDict:
-    if tool_calls:
-        return message("assistant", content, tool_calls=tool_calls)
-    if type(content) is not str:
-        return message("assistant", content)
-    return FrozenDict._of({"role": "assistant", "content": content})
+    if tool_calls or type(content) is not str:
+        return message("assistant", content, **({"tool_calls": tool_calls} if tool_calls else {}))
+    msg = _new(FrozenDict)
+    _set_data(msg, {"role": "assistant", "content": content})
+    return msg
 
 
 def tool(content: str, tool_call_id: str, name: str) -> FrozenDict:
     if type(content) is not str or type(tool_call_id) is not str or type(name) is not str:
         return message("tool", content, tool_call_id=tool_call_id, name=name)
-    return FrozenDict._of({"role": "tool", "content": content, "tool_call_id": tool_call_id, "name": name})
+    msg = _new(FrozenDict)
+    _set_data(msg, {"role": "tool", "content": content, "tool_call_id": tool_call_id, "name": name})
+    return msg
 
 
 def is_message(value: Any) -> bool:

@@ -118,15 +118,19 @@ class Tool:
             },
         }
 
-    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Check and coerce arguments by the schema; raises ToolError with every problem."""
+    def _already_valid(self, arguments: Mapping[str, Any]) -> bool:
+        """Whether every argument is known and has exactly its plain type, and none is missing:
+        then validation has nothing to check or convert (the usual call, every step)."""
         plain = self._plain
         for key, value in arguments.items():
             if type(value) is not plain.get(key):
-                break
-        else:
-            if arguments.keys() >= self._required:
-                return dict(arguments)
+                return False
+        return arguments.keys() >= self._required
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Check and coerce arguments by the schema; raises ToolError with every problem."""
+        if self._already_valid(arguments):
+            return dict(arguments)
         problems = [f"unknown argument {k!r}" for k in arguments if k not in self.parameters]
         problems += [f"missing required argument {k!r}" for k in self.required if k not in arguments]
         clean: dict[str, Any] = {}
@@ -176,7 +180,7 @@ class Toolset(Mapping):
             known = ", ".join(self._tools) or "none"
             return _error(f"unknown tool {name!r}; available tools: {known}")
         try:
-            result = tool.fn(**tool.validate(arguments))
+            result = tool.fn(**(arguments if tool._already_valid(arguments) else tool.validate(arguments)))
         except ToolError as exc:
             return _error(str(exc))
         return ToolResult(_encode_str(result) if type(result) is str else _ENCODER.encode(result))
