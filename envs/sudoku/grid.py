@@ -16,6 +16,7 @@ SIZE_BY_LENGTH = {n * n: n for n in BOX_SHAPES}
 BLANK_CHARS = ".0"
 DIGIT_CHARS = ".123456789"  # DIGIT_CHARS[d] draws cell value d (0 = blank)
 IGNORED = str.maketrans("", "", " \t\r|-+")
+_DIGIT_BYTES = bytes.maketrans(bytes(range(10)), DIGIT_CHARS.encode())
 
 
 def parse_puzzle(puzzle: object) -> tuple[int, list[int]]:
@@ -67,8 +68,15 @@ def solve_pinned(cells: Sequence[int], size: int) -> tuple[list[int], bool]:
 
 
 def to_string(cells: Sequence[int]) -> str:
-    """The compact one-line form used in task records (``.`` for blanks)."""
-    return "".join(map(DIGIT_CHARS.__getitem__, cells))
+    """The compact one-line form used in task records (``.`` for blanks).
+
+    Byte translation: several times faster than joining characters, and every verdict draws
+    three grids (issue 14).
+
+    >>> to_string([1, 0, 3, 9])
+    '1.39'
+    """
+    return bytes(cells).translate(_DIGIT_BYTES).decode()
 
 
 def from_string(text: str) -> list[int]:
