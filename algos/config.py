@@ -53,7 +53,8 @@ class SFTConfig:
             ``GRPOConfig.trainable_layers``; ``None``: the preset's, else every parameter).
         chat_template: ``model``: the checkpoint's template; ``compact``: the tiny template
             without its system turn and tool list (a tiny model learns the task from examples,
-            not from instructions; prompts are ~15x shorter); ``auto``: compact for ``tiny``.
+            not from instructions; prompts are ~15x shorter); ``auto``: the preset's, else compact for
+            ``tiny`` and the model's for others.
         seed: Seeds the tiny model's init, the demonstrations' tasks and their order.
         num_envs: Vector env width when collecting demonstrations.
         threads: Intra-op CPU threads of the backend (``None``: the recipe's, else the

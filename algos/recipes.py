@@ -1,4 +1,4 @@
-"""Named presets: settings under which a model learns an env (today: the ``tiny`` model on a laptop CPU).
+"""Named presets: settings under which a model learns an env on a laptop CPU (the ``tiny`` model, SmolLM2-135M).
 
 A preset fills the fields a user left unset (``None``); anything given explicitly wins. A run
 names one with ``--preset`` or gets the preset made for its env and model, if there is one;
@@ -13,6 +13,7 @@ from typing import Any
 
 from textgym.algos.config import SFTConfig, TrainConfig
 from textgym.algos.grpo import GRPOConfig
+from textgym.algos.models import SMOLLM2
 from textgym.algos.tiny import NAME as TINY
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -51,6 +52,40 @@ PRESETS: dict[str, dict[str, Any]] = {
             "advantage_scaling": "group",
             "loss_aggregation": "token-mean",
         },
+    },
+}
+
+# SmolLM2-135M-Instruct on the same task, sized for a two-core CPU: see docs/models.md ("Learning on
+# SmolLM2") for the runs behind these numbers and what did not work.
+PRESETS["sudoku-smollm2"] = {
+    "env": "textgym/Sudoku-v0",
+    "model": SMOLLM2,
+    # The compact ChatML template (no system turn, no tool list): prompts of 79 tokens instead of
+    # 706 with the rules and the place tool, so the model learns the task from demonstrations.
+    "env_kwargs": {"size": 4, "blanks": 1, "max_turns": 1},
+    "chat_template": "compact",
+    "oracle_kwargs": {"compact": True, "noise": 0.5},
+    "steps": 24,
+    "prompts_per_step": 4,
+    "sft_steps": 24,
+    "sft_demos": 384,
+    "sft_lr": 5e-4,
+    "threads": 2,
+    "grpo": {
+        "group_size": 8,
+        # The top 8 of 30 layers and the final norm: the backward pass stops at layer 22
+        # of 30 and the tied 28M-parameter embedding stays as it is.
+        "trainable_layers": 8,
+        "lr": 5e-5,
+        "lr_schedule": "cosine",
+        "warmup_steps": 2,
+        "max_new_tokens": 40,
+        "max_length": 160,
+        "micro_batch_size": 16,
+        "temperature": 1.0,
+        "max_grad_norm": 1.0,
+        "advantage_scaling": "group",
+        "loss_aggregation": "token-mean",
     },
 }
 
@@ -100,6 +135,8 @@ def resolve_train(config: TrainConfig) -> TrainConfig:
         changes["sft_env_kwargs"] = rec.get("sft_env_kwargs")
     if config.sft_oracle_kwargs is None:
         changes["sft_oracle_kwargs"] = rec.get("oracle_kwargs")
+    if config.chat_template == "auto" and "chat_template" in rec:
+        changes["chat_template"] = rec["chat_template"]
     grpo = changes.get("grpo") or config.grpo
     if config.sft_lr is None:
         changes["sft_lr"] = rec.get("sft_lr", 10 * grpo.lr)
@@ -130,6 +167,8 @@ def resolve_sft(config: SFTConfig) -> SFTConfig:
         changes["oracle_kwargs"] = rec.get("oracle_kwargs")
     if config.trainable_layers is None:
         changes["trainable_layers"] = rec.get("grpo", {}).get("trainable_layers")
+    if config.chat_template == "auto" and "chat_template" in rec:
+        changes["chat_template"] = rec["chat_template"]
     return dataclasses.replace(config, **changes)
 
 
