@@ -24,8 +24,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         # demonstrations answer in the compact form (digits only, one row per line: ~23 tokens
         # instead of ~100 for the drawn board), which gets the tiny model past copying the givens.
         # They come from a noisy demonstrator (each blank a random digit: right a quarter of the
-        # time), so the warm start learns the format and some solving (34-58% held-out) and GRPO
-        # has the rest to learn from the verifier; a clean oracle leaves it nothing (80-96%).
+        # time), so the warm start learns the format but not the rule (24-43% held-out once SFT
+        # has converged) and GRPO learns the rule from the verifier; a clean oracle leaves it
+        # nothing (80-96%).
         "env_kwargs": {"size": 4, "blanks": 1, "max_turns": 1},
         "oracle_kwargs": {"compact": True, "noise": 1.0},
         "steps": 200,

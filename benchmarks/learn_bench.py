@@ -8,7 +8,7 @@ and after GRPO, the gain, the lowest evaluation after step 50, each run's wall t
 the run meets issue 13's goal: gain >= +25 points, final within 5 points of the best evaluation,
 no evaluation after step 50 below the warm start. A run whose ``summary.json`` exists is not
 repeated, so two invocations with different ``--seeds`` can share an ``--out`` and a third
-prints the whole table.
+prints the whole table (``--report``: without starting the runs that have not finished).
 
     python benchmarks/learn_bench.py --seeds 0 1 2 --backends torch jax --out runs/learn
 """
@@ -23,10 +23,13 @@ import sys
 from pathlib import Path
 
 
-def run(backend: str, seed: int, out: Path, extra: list[str]) -> dict:
-    """One training run (skipped when its summary exists); its ``summary.json``."""
+def run(backend: str, seed: int, out: Path, extra: list[str], report: bool = False) -> dict | None:
+    """One training run (skipped when its summary exists); its ``summary.json``. With ``report``
+    nothing is run: a run without a summary (unfinished, maybe running beside) gives None."""
     directory = out / f"{backend}-s{seed}"
     summary = directory / "summary.json"
+    if report and not summary.is_file():
+        return None
     if not summary.is_file():
         command = [sys.executable, "-m", "textgym.cli", "train", "--env", "textgym/Sudoku-v0", "--backend", backend,
                    "--model", "tiny", "--seed", str(seed), "--output-dir", str(directory), "--no-progress", *extra]
@@ -68,10 +71,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--backends", nargs="+", default=["torch", "jax"], choices=["torch", "jax"])
     parser.add_argument("--out", type=Path, default=Path("runs/learn"))
+    parser.add_argument("--report", action="store_true", help="print the table of the finished runs; start none")
     parser.add_argument("extra", nargs=argparse.REMAINDER, help="further textgym train options, after --")
     args = parser.parse_args()
     extra = args.extra[1:] if args.extra[:1] == ["--"] else args.extra
-    results = {(b, s): run(b, s, args.out, extra) for b in args.backends for s in args.seeds}
+    results = {(b, s): run(b, s, args.out, extra, args.report) for b in args.backends for s in args.seeds}
+    results = {key: summary for key, summary in results.items() if summary is not None}
     print(table(results))
 
 
