@@ -50,14 +50,14 @@ def test_explicit_settings_win_over_the_preset():
 @pytest.mark.timeout(1800)
 @pytest.mark.filterwarnings("ignore:the chat template")
 def test_a_frozen_warm_start_of_smollm2_moves_only_the_top_layers_alike_in_both_backends(smollm2_cache, tmp_path):
-    """One SFT step of the top 2 of 30 layers: the embedding and layers 0-27 come back bit-identical,
-    and both backends move the trained weights in the same direction."""
+    """Two SFT steps (the first is warm-up, at lr 0) of the top 2 of 30 layers: the embedding and
+    layers 0-27 come back bit-identical, and both backends move the trained weights alike."""
     from safetensors.numpy import load_file
 
     from textgym.algos import models
     from textgym.algos.sft import sft
 
-    base = SFTConfig(env=ENV, model=models.SMOLLM2, steps=1, demos=2, batch_size=2, micro_batch_size=2, trainable_layers=2,
+    base = SFTConfig(env=ENV, model=models.SMOLLM2, steps=2, demos=2, batch_size=2, micro_batch_size=2, trainable_layers=2,
                      num_envs=2, threads=1, progress=False)
     finals = {b: sft(dataclasses.replace(base, backend=b, output_dir=str(tmp_path / b))) for b in ("torch", "jax")}
     start = load_file(str(models.resolve(models.SMOLLM2, progress=False) / "model.safetensors"))
