@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
+import gymnasium as gym
+
 from textgym import messages as M
 from textgym.env import Outcome, TextEnv, tool_messages
 from textgym.tasks import Task, task_id
@@ -171,6 +173,11 @@ class LadderEnv(TextEnv):
         if self.task is not None and self.rung < self.task.answer:
             return '<tool_call>{"name": "step_up", "arguments": {}}</tool_call>'
         return f"<answer>{self.task.answer if self.task else 0}</answer>"
+
+
+def make_env(env_id: str) -> gym.Env:
+    """A registered env by id, or the ``"ladder"`` test env, for tests parametrised over both."""
+    return LadderEnv() if env_id == "ladder" else gym.make(env_id)
 
 
 def as_text(action) -> str:

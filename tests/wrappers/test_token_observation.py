@@ -19,6 +19,7 @@ from tests.wrappers.chat_fixtures import (
     CHATML_TEMPLATE,
     LadderEnv,
     as_text,
+    make_env,
     tokenizer,
 )
 from textgym.error import InvalidAction, ResetNeeded, TemplateError
@@ -30,15 +31,6 @@ from textgym.wrappers import TokenObservation
 TEMPLATES = ["tiny", "chatml", "llama3"]
 # The envs themselves; textgym/Remote-v0 is a client that needs a server (tests/serve covers it).
 TEXTGYM_IDS = sorted(entry.id for entry in ENVS)
-
-
-def make(env_id: str) -> gym.Env:
-    if env_id == "ladder":
-        return LadderEnv()
-    try:
-        return gym.make(env_id)
-    except (ImportError, AttributeError) as exc:  # built by other engineers; may not exist yet
-        pytest.skip(f"{env_id} does not import: {exc}")
 
 
 def decode(tok, ids) -> str:
@@ -80,7 +72,7 @@ def play(env: TokenObservation, tok, max_steps: int = 40):
 @pytest.mark.parametrize("env_id", ["ladder", *TEXTGYM_IDS])
 def test_decoded_trajectory_is_the_rendered_conversation(kind, env_id):
     tok = tokenizer(kind)
-    env = TokenObservation(make(env_id), tok)
+    env = TokenObservation(make_env(env_id), tok)
     sampled, observations, info = play(env, tok)
     traj = info["trajectory"]
     assert isinstance(traj, TokenTrajectory)
