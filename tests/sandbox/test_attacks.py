@@ -287,6 +287,30 @@ def test_runs_are_deterministic(box):
     first = box.run(code, [Call(name="f")]).results[0].value
     second = box.run(code, [Call(name="f")]).results[0].value
     assert first == second
+    assert first[2] == __import__("random").Random(0).random()  # every program starts from seed(0)
+
+
+def test_forks_of_a_program_reseed_random(box):
+    """The zygote's children skip random's after-fork reseed; a program's own forks keep it."""
+    code = (
+        "import os, random\n"
+        "def f():\n"
+        "    r, w = os.pipe()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        os.write(w, repr(random.random()).encode())\n"
+        "        os._exit(0)\n"
+        "    os.waitpid(pid, 0)\n"
+        "    return float(os.read(r, 100)), random.random()\n"
+    )
+    forked, own = box.run(code, [Call(name="f")]).results[0].value
+    assert own == __import__("random").Random(0).random() and forked != own
+
+
+def test_preloaded_modules_do_not_carry_changes_to_the_next_program(box):
+    box.run("import typing\ntyping.List = None\ndef f():\n    return 0\n", [Call(name="f")])
+    got = box.run("from typing import List\ndef f():\n    return repr(List)\n", [Call(name="f")]).results[0]
+    assert got.value == "typing.List"
 
 
 def test_directory_nest_deeper_than_path_max_is_cleaned_up(box, passes):
