@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import functools
 import random
 import sys
 import types
@@ -117,9 +118,7 @@ class Check:
         self.candidate = test.get("candidate")
         self.prompt = task.data.get("prompt", "")
         self.shown = "check(candidate)" if self.humaneval else self.code
-        tree = ast.parse(self.code)
-        self._real = compile(tree, "<test>", "exec")
-        self._planned = compile(ast.fix_missing_locations(_SoftAsserts().visit(tree)), "<test>", "exec")
+        self._real, self._planned = _compiled(self.code)
 
     def plan(self) -> list[Call]:
         """The calls the check makes whose arguments do not depend on the program's answers."""
@@ -171,8 +170,9 @@ class Check:
         """
         namespace: dict[str, Any] = {"__name__": "__textgym_check__", "__builtins__": _builtins_with_own_random()}
         if self.humaneval:
-            exec(compile(self.prompt, "<prompt>", "exec"), namespace)
-            for name in {self.candidate, *_stubs(self.prompt)}:
+            prompt, stubs = _compiled_prompt(self.prompt)
+            exec(prompt, namespace)
+            for name in {self.candidate, *stubs}:
                 namespace[name] = proxy(name)
             exec(code, namespace)
             namespace["check"](namespace[self.candidate])
@@ -181,22 +181,46 @@ class Check:
             exec(code, namespace)
 
 
+@functools.lru_cache(maxsize=1024)
+def _compiled(code: str) -> tuple[types.CodeType, types.CodeType]:
+    """A check's code as it runs for real and as it is planned (asserts that do not raise).
+
+    Compiled once per test (a GRPO group verifies one task many times); code objects are
+    immutable, and every run executes them in a namespace of its own."""
+    tree = ast.parse(code)
+    real = compile(tree, "<test>", "exec")
+    return real, compile(ast.fix_missing_locations(_SoftAsserts().visit(tree)), "<test>", "exec")
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled_prompt(prompt: str) -> tuple[types.CodeType, tuple[str, ...]]:
+    """A HumanEval prompt compiled, and the names of its stubs (see :func:`_stubs`)."""
+    return compile(prompt, "<prompt>", "exec"), tuple(_stubs(prompt))
+
+
 def _builtins_with_own_random() -> dict[str, Any]:
     """Builtins whose ``import random`` gives a module of its own, seeded with 0.
 
     Both runs of a check then draw the same numbers (HumanEval/53 tests 100 random pairs), so
     the planned calls are the real ones, whatever other checks on other threads draw meanwhile;
-    and a verdict no longer depends on the host's random state.
+    and a verdict no longer depends on the host's random state. The module is made at the
+    first such import (most checks make none).
     """
-    own = types.ModuleType("random")
-    own.__dict__.update(random.__dict__)
-    rng = random.Random(0)
-    for name in random.__all__:
-        if callable(getattr(rng, name, None)):
-            setattr(own, name, getattr(rng, name))
+    made: list[types.ModuleType] = []
+
+    def own() -> types.ModuleType:
+        if not made:
+            module = types.ModuleType("random")
+            module.__dict__.update(random.__dict__)
+            rng = random.Random(0)
+            for name in random.__all__:
+                if callable(getattr(rng, name, None)):
+                    setattr(module, name, getattr(rng, name))
+            made.append(module)
+        return made[0]
 
     def import_(name, globals=None, locals=None, fromlist=(), level=0):
-        return own if name == "random" and not level else builtins.__import__(name, globals, locals, fromlist, level)
+        return own() if name == "random" and not level else builtins.__import__(name, globals, locals, fromlist, level)
 
     return {**builtins.__dict__, "__import__": import_}
 
@@ -275,14 +299,21 @@ def _stubs(prompt: str) -> list[str]:
 
 def _names_for(line: str, proxy: Callable[[str], Callable], import_: Callable) -> dict[str, Any]:
     """Proxies for the functions an MBPP line calls, stdlib modules for the names it reads."""
+    called, modules = _names_in(line)
+    return {**{name: proxy(name) for name in called}, **{name: import_(name) for name in modules}}
+
+
+@functools.lru_cache(maxsize=1024)
+def _names_in(line: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names an MBPP line calls and the stdlib modules it reads (builtins left out)."""
     tree = ast.parse(line)
     called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    names: dict[str, Any] = {}
+    names: dict[str, bool] = {}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Name) or hasattr(builtins, node.id) or node.id in names:
             continue
         if node.id in called:
-            names[node.id] = proxy(node.id)
+            names[node.id] = True
         elif node.id in sys.stdlib_module_names and "." not in node.id:
-            names[node.id] = import_(node.id)
-    return names
+            names[node.id] = False
+    return tuple(n for n, c in names.items() if c), tuple(n for n, c in names.items() if not c)
