@@ -22,7 +22,7 @@ from textgym.sandbox.limits import Limits
 
 ROOT = "/sys/fs/cgroup"
 PARENT = "textgym"
-OVERHEAD = 3  # bwrap outside, bwrap as the namespace's init, and the zygote
+OVERHEAD = 3  # bwrap outside, the zygote (the namespace's init) and its forker
 
 
 @dataclass(frozen=True)

@@ -137,12 +137,13 @@ def seccomp_pipe() -> int:
 def bwrap_command(limits: Limits, *, privileged: bool, seccomp_fd: int | None = None) -> list[str]:
     """The bubblewrap command that starts one zygote.
 
-    As root, bwrap creates the namespaces itself and the zygote keeps only ``ZYGOTE_CAPS`` so
-    each child can drop to ``nobody`` (a different uid from the zygote, so it can neither
+    The zygote runs as the PID namespace's init (``--as-pid-1``), so that its forker's
+    ``kill(-1)`` spares it. As root, bwrap creates the namespaces itself and the zygote keeps
+    only ``ZYGOTE_CAPS`` so each child can drop to ``nobody`` (a different uid from the zygote, so it can neither
     signal nor ptrace it). Without root, a user namespace is added and nothing is kept.
     """
     layout = python_layout()
-    cmd = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    cmd = ["bwrap", "--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     cmd += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--cap-drop", "ALL"]
     if privileged:
         for cap in ZYGOTE_CAPS:

@@ -2,15 +2,16 @@
 
 This file runs as a script (``python -S -s -B -P``) inside the sandbox and imports only the
 standard library, never ``textgym``; the host imports it too, for :func:`encode` and
-:func:`decode`. It starts once, does the interpreter's lazy first-use work, keeps one child
-forked ahead (already unprivileged), and serves JSON-line requests from the host on stdin:
+:func:`decode`. It starts once (PID 1 of the sandbox), does the interpreter's lazy first-use
+work, starts its :class:`Forker`, which keeps one child forked ahead (already unprivileged), and
+serves JSON-line requests from the host on stdin:
 
 * ``{"op": "open", "code": ..., "mode": "function" | "stdio"}`` hands the program to the spare
   child, which loads it; the reply says whether it loaded (or why not).
 * ``{"op": "call", "id": ..., "kind": "function" | "stdio", ...}`` runs one test in that child;
   the reply carries the output as a *typed plain value* (see :func:`encode`) or the error.
 * ``{"op": "close"}`` returns what the program printed to its console; right after the reply the
-  zygote kills every process the program made (setsid daemons included), reaps them, and forks
+  forker kills every process the program made (setsid daemons included), reaps them, and forks
   the next spare in a wiped private tmp dir.
 
 The zygote enforces the wall-clock limits, caps every byte it reads from the child, and never
@@ -27,6 +28,7 @@ import os
 import resource
 import select
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -274,16 +276,14 @@ class Child:
 class Zygote:
     """Keeps one pre-forked child ready, relays calls, enforces limits, and cleans up.
 
-    A *spare* child is forked (and drops its privileges) while the zygote is idle, so opening a
-    program costs one pipe write. Calls queued by the host are forwarded to the child together;
+    A *spare* child is forked (and drops its privileges) by the :class:`Forker` while the zygote
+    is idle, so opening a program costs one pipe write. Calls queued by the host are forwarded to the child together;
     each one's time limit starts when the previous answer arrives. A child that dies or times out
     is killed with everything it started; the remaining calls go to a fresh child.
     """
 
     def __init__(self, cfg, stdin_fd, stdout):
         self.cfg = cfg
-        self.isolated = bool(cfg["isolated"])
-        self.workdir = cfg["workdir"]
         self.stdin_fd = stdin_fd
         self.stdout = stdout
         self.inbox = bytearray()
@@ -296,13 +296,12 @@ class Zygote:
         self.console = bytearray()
         self.console_truncated = False
         self.last_status = None
-        self.dying = []  # killed children not reaped yet
-        self.ipc_unchecked = False  # a program ended since IPC objects were last looked for
-        self.settled = True  # nothing but init, us and the spare is alive
+        self.forker = None  # our end of the socket to the Forker
 
     # -- the host side --
 
     def serve(self):
+        self.forker = start_forker(self.cfg)
         self.spare = self.fork()
         self.send({"ready": True})
         self.stdout.flush()
@@ -439,7 +438,6 @@ class Zygote:
 
     def load(self, prefetch=()):
         """Hand the program (and ``prefetch`` calls) to the spare child and wait for it to load."""
-        self.settle()  # nothing of an earlier program may be alive when a new one starts
         if self.spare is None:
             self.spare = self.fork()
         self.child, self.spare = self.spare, None
@@ -454,60 +452,12 @@ class Zygote:
         return {"loaded": True}
 
     def fork(self):
-        """A spare child: unprivileged, limited, in a fresh work dir, waiting for its program."""
-        remove_tree(self.workdir)
-        os.makedirs(self.workdir)
-        if self.cfg.get("uid") is not None:
-            os.chown(self.workdir, self.cfg["uid"], self.cfg["gid"])
-        req_r, req_w = os.pipe()
-        res_r, res_w = os.pipe()
-        con_r, con_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child
-            try:
-                for fd in (req_w, res_r, con_r):
-                    os.close(fd)
-                self.become_child(req_r, res_w, con_w)
-            finally:
-                os._exit(70)
-        for fd in (req_r, res_w, con_w):
-            os.close(fd)
-        for fd in (req_w, res_r, con_r):
-            os.set_blocking(fd, False)
-        return Proc(pid, req_w, res_r, con_r)
-
-    def become_child(self, req_r, res_w, con_w):
-        os.setsid()
-        devnull = os.open("/dev/null", os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.dup2(con_w, 1)
-        os.dup2(con_w, 2)
-        for fd in (devnull, con_w):
-            os.close(fd)
-        cfg = self.cfg
-        limits = (
-            (resource.RLIMIT_AS, cfg["memory"]),
-            (resource.RLIMIT_CPU, cfg["cpu_time"]),
-            (resource.RLIMIT_FSIZE, cfg["file_size"]),
-            (resource.RLIMIT_NOFILE, cfg["open_files"]),
-            (resource.RLIMIT_NPROC, cfg["processes"]),
-            (resource.RLIMIT_CORE, 0),
-        )
-        for which, value in limits:
-            resource.setrlimit(which, (int(value), int(value)))
-        self.drop_privileges()
-        os.chdir(self.workdir)
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        # The program's own forks reseed their random module, as in any Python (see main).
-        os.register_at_fork(after_in_child=sys.modules["random"].seed)
-        Child(req_r, res_w, cfg).serve()
-
-    def drop_privileges(self):
-        """Become the unprivileged uid (when the zygote runs as root), for good."""
-        if self.cfg.get("uid") is not None:
-            os.setgroups([])
-            os.setgid(self.cfg["gid"])
-            os.setuid(self.cfg["uid"])
+        """A spare child from the forker: the ends of its pipes (non-blocking) that are ours."""
+        self.forker.send(b"s")
+        _, fds, _, _ = socket.recv_fds(self.forker, 1, 3)
+        if len(fds) != 3:
+            os._exit(3)
+        return Proc(*fds)
 
     def wait_reply(self, timeout):
         """One line from the child within ``timeout`` (and the submission deadline), as bytes;
@@ -596,54 +546,148 @@ class Zygote:
 
     def kill_all(self):
         """Kill the running child and every process it made (setsid daemons too), and wait
-        until all are gone.
-
-        In our own PID namespace one ``kill(-1, SIGKILL)`` reaches every process but init and
-        us, and is atomic with respect to ``fork``: a process being forked either gets the
-        signal or is never created.
-        """
+        until all are gone (the forker does it: :meth:`Forker.kill`)."""
         self.last_status = None
         proc, self.child = self.child, None
         if proc is None:
             return
-        self.ipc_unchecked = self.isolated  # the unsafe backend shares the host's IPC namespace
         for fd in (proc.req_w, proc.res_r, proc.con_r):
             os.close(fd)
+        self.forker.send(b"k")
+        status = self.forker.recv(32)
+        if not status:  # the forker exits when it cannot clean up: so do we, and the worker restarts
+            os._exit(3)
+        self.last_status = None if status == b"-" else int(status)
+
+class Forker:
+    """Forks the children, and kills and cleans up after each: the zygote's one other process.
+
+    A fork shares every page of the parent with the child, and each page either of them writes
+    afterwards is copied (a fault of several microseconds here). The zygote writes hundreds of
+    pages serving one program, so it does not fork: this process does, and while a child lives
+    it only waits for the zygote's next request. It runs as root like the zygote (the child can
+    signal neither), talks to it over a socket that no child keeps, and takes two requests:
+    ``s`` (fork a spare; its pipes' ends go to the zygote) and ``k`` (kill the child and all it
+    made, clean up, answer the child's wait status).
+    """
+
+    def __init__(self, cfg, sock):
+        self.cfg = cfg
+        self.isolated = bool(cfg["isolated"])
+        self.workdir = cfg["workdir"]
+        self.sock = sock
+        self.child = None  # the pid of the last child forked
+
+    def serve(self):
+        while True:
+            op = self.sock.recv(1)
+            if op == b"s":
+                self.spare()
+            elif op == b"k":
+                status = self.kill()
+                self.sock.send(b"-" if status is None else str(status).encode())
+            else:  # the zygote is gone
+                return
+
+    def spare(self):
+        """Fork a spare child: unprivileged, limited, in a fresh work dir, waiting for its
+        program. The zygote gets its ends of the child's pipes before the fork, so that after
+        it we only close descriptors."""
+        remove_tree(self.workdir)
+        os.makedirs(self.workdir)
+        if self.cfg.get("uid") is not None:
+            os.chown(self.workdir, self.cfg["uid"], self.cfg["gid"])
+        req_r, req_w = os.pipe()
+        res_r, res_w = os.pipe()
+        con_r, con_w = os.pipe()
+        for fd in (req_w, res_r, con_r):
+            os.set_blocking(fd, False)
+        socket.send_fds(self.sock, [b"s"], [req_w, res_r, con_r])
+        pid = os.fork()
+        if pid == 0:  # child
+            try:
+                self.sock.close()  # the zygote's channel never reaches a program
+                for fd in (req_w, res_r, con_r):
+                    os.close(fd)
+                self.become_child(req_r, res_w, con_w)
+            finally:
+                os._exit(70)
+        self.child = pid
+        for fd in (req_r, res_w, con_w, req_w, res_r, con_r):
+            os.close(fd)
+
+    def become_child(self, req_r, res_w, con_w):
+        os.setsid()
+        devnull = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(con_w, 1)
+        os.dup2(con_w, 2)
+        for fd in (devnull, con_w):
+            os.close(fd)
+        cfg = self.cfg
+        limits = (
+            (resource.RLIMIT_AS, cfg["memory"]),
+            (resource.RLIMIT_CPU, cfg["cpu_time"]),
+            (resource.RLIMIT_FSIZE, cfg["file_size"]),
+            (resource.RLIMIT_NOFILE, cfg["open_files"]),
+            (resource.RLIMIT_NPROC, cfg["processes"]),
+            (resource.RLIMIT_CORE, 0),
+        )
+        for which, value in limits:
+            resource.setrlimit(which, (int(value), int(value)))
+        self.drop_privileges()
+        os.chdir(self.workdir)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        # The program's own forks reseed their random module, as in any Python (see main).
+        os.register_at_fork(after_in_child=sys.modules["random"].seed)
+        Child(req_r, res_w, cfg).serve()
+
+    def drop_privileges(self):
+        """Become the unprivileged uid (when the zygote runs as root), for good."""
+        if self.cfg.get("uid") is not None:
+            os.setgroups([])
+            os.setgid(self.cfg["gid"])
+            os.setuid(self.cfg["uid"])
+
+    def kill(self):
+        """Kill the child and every process it made (setsid daemons too), wait until all are
+        gone, remove their IPC objects; the child's wait status (None if it had none).
+
+        In our PID namespace one ``kill(-1, SIGKILL)`` reaches every process but its init (the
+        zygote) and us, and is atomic with respect to ``fork``: a process being forked either
+        gets the signal or is never created. The zygote asks only while no spare exists.
+        """
+        pid, self.child = self.child, None
+        if pid is None:
+            return None
         try:
             if self.isolated:
-                os.kill(-1, signal.SIGKILL)  # the spare is forked only after this: never alive here
+                os.kill(-1, signal.SIGKILL)
             else:
-                os.killpg(proc.pid, signal.SIGKILL)
+                os.killpg(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        self.dying.append(proc.pid)
-        self.settled = False
+        try:
+            status = os.waitpid(pid, 0)[1]
+        except ChildProcessError:
+            status = None
         self.settle()
+        return status
 
     def settle(self):
-        """Reap the killed children and wait until only init, us and the spare remain.
+        """Reap, and wait until only the zygote and us remain; then remove leftover IPC objects.
 
-        Once that held, nothing can start another process before the next kill: the spare only
-        waits for its program."""
-        if self.settled:
-            return
-        for pid in self.dying:
-            try:
-                self.last_status = os.waitpid(pid, 0)[1]
-            except ChildProcessError:
-                pass
-        self.dying.clear()
-        keep = {1, os.getpid(), self.spare.pid if self.spare else 0}
+        Orphans go to the zygote, PID 1 of the namespace, which ignores ``SIGCHLD``: the kernel
+        reaps them as they die."""
         for _ in range(10000):
             self.reap()
             if not self.isolated:
                 return
-            others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in keep]
+            others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
             if not others:
                 self.remove_ipc()
-                self.settled = True
                 return
-            for pid in others:  # stragglers (none are expected after kill(-1)); never the spare
+            for pid in others:  # stragglers (none are expected after kill(-1))
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -657,12 +701,9 @@ class Zygote:
         SysV shared memory, message queues and semaphores, or its POSIX message queues: they
         would carry data to the next program and keep their memory charged to the worker's
         cgroup. They belong to the unprivileged uid, and only their owner (or CAP_SYS_ADMIN,
-        which the zygote lacks) may remove them, so a short-lived child with that uid does it.
-        Should any remain, the zygote exits and the worker restarts in a fresh namespace.
+        which we lack) may remove them, so a short-lived child with that uid does it.
+        Should any remain, we exit (and so does the zygote) and the worker restarts in a fresh namespace.
         """
-        if not self.ipc_unchecked:
-            return
-        self.ipc_unchecked = False
         if not any(ipc_objects()):
             return
         pid = os.fork()
@@ -686,6 +727,27 @@ class Zygote:
                 return
 
 
+def start_forker(cfg):
+    """Fork the :class:`Forker` from the warm zygote; our end of the socket to it."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ours.close()
+            devnull = os.open("/dev/null", os.O_RDWR)
+            for fd in (0, 1):  # the host's pipes stay the zygote's alone
+                os.dup2(devnull, fd)
+            os.close(devnull)
+            Forker(cfg, theirs).serve()
+        finally:
+            os._exit(70)
+    theirs.close()
+    # In the sandbox we are PID 1, so orphans of programs become ours: ignoring SIGCHLD has the
+    # kernel reap them. Set after the fork: the forker and the children keep the default.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    return ours
+
+
 CALL = b'{"op": "call", '  # how the host's call requests begin (``Call.request``, json.dumps)
 OPEN = b'{"op": "open", '  # and its open requests (``Sandbox.run``, ``Session``)
 
@@ -707,10 +769,10 @@ def _as_dict(line):
 
 
 class Proc:
-    """One child, from the zygote's side: its pid, pipes, unsent requests and unread replies."""
+    """One child, from the zygote's side: its pipes, unsent requests and unread replies."""
 
-    def __init__(self, pid, req_w, res_r, con_r):
-        self.pid, self.req_w, self.res_r, self.con_r = pid, req_w, res_r, con_r
+    def __init__(self, req_w, res_r, con_r):
+        self.req_w, self.res_r, self.con_r = req_w, res_r, con_r
         self.pending = bytearray()
         self.replies = bytearray()
 
