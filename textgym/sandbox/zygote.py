@@ -594,7 +594,7 @@ class Forker:
         program. The zygote gets its ends of the child's pipes before the fork, so that after
         it we only close descriptors."""
         remove_tree(self.workdir)
-        os.makedirs(self.workdir)
+        os.mkdir(self.workdir)
         if self.cfg.get("uid") is not None:
             os.chown(self.workdir, self.cfg["uid"], self.cfg["gid"])
         req_r, req_w = os.pipe()
@@ -679,14 +679,15 @@ class Forker:
 
         Orphans go to the zygote, PID 1 of the namespace, which ignores ``SIGCHLD``: the kernel
         reaps them as they die."""
-        for _ in range(10000):
+        if not self.isolated:
             self.reap()
-            if not self.isolated:
-                return
+            return
+        for _ in range(10000):
             others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
             if not others:
                 self.remove_ipc()
                 return
+            self.reap()
             for pid in others:  # stragglers (none are expected after kill(-1))
                 try:
                     os.kill(pid, signal.SIGKILL)
