@@ -88,6 +88,11 @@ def freeze(value: Any) -> Any:
 
 def thaw(value: Any) -> Any:
     """Recursively turn FrozenDicts into dicts and tuples into lists (JSON-ready)."""
+    kind = type(value)
+    if kind is str:  # most values: answered before the abstract-class checks below
+        return value
+    if kind is FrozenDict:
+        return {k: v if type(v) is str else thaw(v) for k, v in value._data.items()}
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -19,7 +19,6 @@ transformers and tokenizers are imported only when a tokenizer is built (the ``t
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 from typing import Any
@@ -157,13 +156,20 @@ class ByteCodec:
 
     def __init__(self, byte_ids: dict[int, int], added: dict[str, int]):
         size = max([*byte_ids.values(), *added.values()]) + 1
+        self._size = size
         self._to_id = np.zeros(256, np.int32)  # byte value -> id
-        self._to_byte = np.full(size, -1, np.int16)  # id -> byte value, -1 for an added token
         for byte, i in byte_ids.items():
-            self._to_id[byte], self._to_byte[i] = i, byte
+            self._to_id[byte] = i
         self._identity = all(byte == i for byte, i in byte_ids.items())
         self._added = added
-        self._text = {i: text.encode() for text, i in added.items()}  # ASCII: also its byte tokens' bytes
+        # id -> its bytes: the byte's, or an added token's text (ASCII, so also its byte tokens'
+        # bytes); None for an id between the known ones that names nothing.
+        pieces: list[bytes | None] = [None] * size
+        for byte, i in byte_ids.items():
+            pieces[i] = bytes([byte])
+        for text, i in added.items():
+            pieces[i] = text.encode()
+        self._pieces = tuple(pieces)
         # Leftmost-longest, as tokenizers' Aho-Corasick matcher: at each position the longest first.
         alternatives = sorted(added, key=len, reverse=True)
         self._split = re.compile("(" + "|".join(map(re.escape, alternatives)) + ")").split if added else None
@@ -210,32 +216,30 @@ class ByteCodec:
         if len(parts) == 1:
             return self._bytes_to_ids(text.encode())
         raw = [part.encode() for part in parts[0::2]]
-        # One placeholder byte per added token, then its id written over the placeholder's.
+        # One placeholder byte per added token, then its id written over the placeholder's (one
+        # at a time: a handful, and numpy's list indexing costs more than the loop).
         ids = self._bytes_to_ids(b"\0".join(raw))
-        ids[[at - 1 for at in itertools.accumulate(len(r) + 1 for r in raw[:-1])]] = [self._added[t] for t in parts[1::2]]
+        at = -1
+        for r, token in zip(raw, parts[1::2]):
+            at += len(r) + 1
+            ids[at] = self._added[token]
         return ids
 
-    def decode(self, ids: np.ndarray) -> str | None:
-        """The text of ``ids``, as ``backend.decode(ids, skip_special_tokens=False)``; None for an id
-        this codec does not know (the caller asks the backend)."""
-        ids = np.asarray(ids)
-        if ids.size and (ids.min() < 0 or ids.max() >= self._to_byte.size):
+    def decode(self, ids: np.ndarray | list[int]) -> str | None:
+        """The text of ``ids`` (an int array or a list of ints), as ``backend.decode(ids,
+        skip_special_tokens=False)``; None for an id this codec does not know (the caller asks the
+        backend)."""
+        ids = ids if type(ids) is list else np.asarray(ids).tolist()
+        # Python's min and max of a turn's ids cost less than numpy's reductions (issue 14).
+        if ids and (min(ids) < 0 or max(ids) >= self._size):
             return None
-        values = ids if self._identity else self._to_byte[ids]
-        raw = values.astype(np.uint8).tobytes()
-        tokens = np.flatnonzero(ids >= 256 if self._identity else values < 0).tolist()
-        if tokens:
-            # An added token's bytes are its ASCII text: decoding the whole byte string at once is
-            # then the same as tokenizers' decoding of the bytes between added tokens one by one.
-            pieces, start = [], 0
-            for k, i in zip(tokens, ids[tokens].tolist()):
-                text = self._text.get(i)
-                if text is None:  # an id between the known ones that names nothing
-                    return None
-                pieces += (raw[start:k], text)
-                start = k + 1
-            pieces.append(raw[start:])
-            raw = b"".join(pieces)
+        # Joining each id's bytes is the same as tokenizers' decoding of the bytes between added
+        # tokens one by one, since an added token's bytes are its text (and a Python join of a
+        # turn's ids is faster than the numpy calls that find the added tokens).
+        try:
+            raw = b"".join(map(self._pieces.__getitem__, ids))
+        except TypeError:  # None: an id that names nothing (or a float)
+            return None
         return raw.decode("utf-8", "replace")
 
     def _bytes_to_ids(self, raw: bytes) -> np.ndarray:

@@ -26,12 +26,14 @@ to ``apply_chat_template`` itself. Exactness never depends on the shortcut.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from textgym.tokenizer import ByteCodec
+from textgym.wrappers.chat_tail import TailTemplate, tail_template
 
 # Names a plain dict answers with getattr (its methods and object's): the sandbox's own path for them.
 _DICT_ATTRIBUTES = frozenset(dir(dict))
@@ -56,12 +58,15 @@ class TemplateRenderer:
         self._tools_out: Any = None
         self._tool_ids: dict[int, Any] = {}
         self._templates: dict[bool, Any] = {}  # compiled, by "tools given" (may pick another template)
+        self._sources: dict[bool, str] = {}
+        self._tails: dict[bool, TailTemplate | None] = {}  # their copies rendered from a message on
         self._messages: dict[int, tuple] = {}  # id(message) -> (message, as the template sees it)
         try:
             from transformers.utils import chat_template_utils as ctu
 
             self._plain = ctu._plain_template_data
             self._alias = ctu._alias_reasoning_fields
+            self._reasoning = frozenset(ctu._REASONING_FIELDS)  # the fields it copies between
             self._compile = ctu._compile_jinja_template
             self._kwargs = self._plain(dict(tokenizer.special_tokens_map))
         except (ImportError, AttributeError):
@@ -83,6 +88,34 @@ class TemplateRenderer:
             add_generation_prompt=generation_prompt,
             **self._kwargs,
         )
+
+    def reach(self, with_tools: bool) -> int | None:
+        """How many messages after its own a message's rendering may depend on, where the template
+        renders from a message on (:mod:`~textgym.wrappers.chat_tail`); None where it cannot."""
+        if not self.fast:
+            return None
+        if with_tools not in self._tails:
+            template = self._template(with_tools)
+            self._tails[with_tools] = tail_template(template.environment, self._sources[with_tools])
+        tail = self._tails[with_tools]
+        return None if tail is None else tail.reach
+
+    def prepare(self, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """``messages`` as the template sees them, for :meth:`tail` (each made once, as in :meth:`render`)."""
+        return [self._prepared_message(m) for m in messages]
+
+    def tail(self, chat: list[dict[str, Any]], start: int, tools: list | None, generation_prompt: bool) -> str:
+        """The rendering of the :meth:`prepare`-d messages ``chat`` without the header and the
+        messages before ``start``: the end of :meth:`render`'s text, where :meth:`reach` is not None.
+        The caller keeps ``chat`` from step to step and extends it (preparing a whole
+        conversation at every step was a sixth of the wrapper's time)."""
+        return self._tails[tools is not None].render(
+            chat, start, tools=self._prepared(tools), documents=None, add_generation_prompt=generation_prompt, **self._kwargs
+        )
+
+    def drop_tail(self) -> None:
+        """Render whole conversations from now on (a tail that did not end the whole rendering)."""
+        self._tails = {True: None, False: None}
 
     def check(self, messages: Sequence[Mapping[str, Any]], tools: list | None, generation_prompt: bool) -> str:
         """Render with ``apply_chat_template`` and, while the shortcut is on, compare: a difference
@@ -112,7 +145,10 @@ class TemplateRenderer:
         if hit is None or hit[0] is not message:
             if len(self._messages) >= _MAX_PREPARED:
                 self._messages.clear()
-            plain = self._alias(self._plain([{k: v for k, v in message.items() if v is not None}]))[0]
+            plain = {k: v for k, v in message.items() if v is not None}
+            # A dict of exact strs without a reasoning field is what the helpers return for it.
+            if not all(type(k) is str and type(v) is str for k, v in plain.items()) or not self._reasoning.isdisjoint(plain):
+                plain = self._alias(self._plain([plain]))[0]
             hit = self._messages[id(message)] = (message, plain)  # held, so no id is reused while cached
         return hit[1]
 
@@ -121,7 +157,7 @@ class TemplateRenderer:
         if tools is None:
             return None
         known = self._tools_in
-        if not (known is not None and len(tools) == len(known) and all(a is b for a, b in zip(tools, known))):
+        if not (known is not None and len(tools) == len(known) and all(map(operator.is_, tools, known))):
             self._tools_in, self._tools_out = list(tools), self._plain(list(tools))
             self._tool_ids = {id(t): t for t in self._tools_out}  # held, so no id is reused while cached
             for template in self._templates.values():
@@ -156,6 +192,7 @@ class TemplateRenderer:
             env.filters["tojson"] = cached_tojson
             env.getattr = _dict_getattr(env, env.getattr)
             self._templates[with_tools] = env.from_string(source)
+            self._sources[with_tools] = source
         return self._templates[with_tools]
 
 
@@ -230,12 +267,12 @@ class Codec:
             return np.asarray(self._reference_encode(text), np.int32)
         return np.asarray(self.backend.encode(text, add_special_tokens=False).ids, np.int32)
 
-    def decode(self, ids: np.ndarray) -> str:
+    def decode(self, ids: np.ndarray | list[int]) -> str:
         if self.bytes is not None:
             text = self.bytes.decode(ids)
             if text is not None:
                 return text
-        ids = np.asarray(ids).tolist()
+        ids = ids if type(ids) is list else np.asarray(ids).tolist()
         if self.backend is None:
             return self._reference_decode(ids)
         return self.backend.decode(ids, skip_special_tokens=False)

@@ -36,6 +36,8 @@ from textgym.wrappers.chat_render import Codec, TemplateRenderer
 
 # Stands in for the assistant's text when the template's framing of a turn is measured.
 _PLACEHOLDER = "TextGym-Assistant-Turn"  # no edge whitespace: templates may trim
+# Messages in the rendered tail before it starts later (an extra rendering of the last few).
+_TAIL_MESSAGES = 8
 _FIX = (
     "token-in/token-out needs a prefix-preserving chat template (rendering more messages must only "
     "append text): pass TokenObservation(env, tokenizer, chat_template=...) a template that renders "
@@ -122,9 +124,14 @@ class TokenObservation(gym.Wrapper):
         self._view: list[dict[str, Any]] = []
         self._view_tools: list[dict[str, Any]] | None = None
         self._view_size = -1
+        self._chat: list[dict[str, Any]] = []  # the view prepared for the template (tail renderings)
+        self._tail: tuple[int, str] | None = None  # (start, the rendering's text from message start on)
         # The context as appended chunks: policy turns (sampled ids) and env text, in order.
-        self._chunks: list[np.ndarray] = []
-        self._context = np.zeros(0, np.int32)  # the chunks joined; never handed out (copies are)
+        self._chunks: list[int] = []  # their sizes
+        # The chunks joined, in the first `_size` ids of a buffer that grows by doubling (appending
+        # a turn writes only its ids); never handed out (copies are).
+        self._context = np.zeros(1 << 12, np.int32)
+        self._size = 0
         self._policy: list[bool] = []
         self._logprobs: list[np.ndarray | None] = []  # one per policy chunk
         self._done = True
@@ -140,13 +147,15 @@ class TokenObservation(gym.Wrapper):
         if tools != (self._tools or []):
             self._tools = [thaw(t) for t in tools] or None
         self._chunks, self._policy, self._logprobs = [], [], []
-        self._context = np.zeros(0, np.int32)
+        self._size = 0
         self._done = False
         self._thawed = {}
         # transformers' own rendering, which also checks the faster renderer's (chat_render.py)
         self._view, self._view_tools = self._tool_prompt.apply([self._plain(m) for m in self._conversation], self._tools)
         self._view_size = len(self._conversation)
         self._rendered = self._renderer.check(self._view, self._view_tools, True)
+        self._chat = []
+        self._tail = self._anchor(True)
         self._append((self._encode(self._rendered), False))
         return self._ids(), info
 
@@ -163,15 +172,15 @@ class TokenObservation(gym.Wrapper):
             ids, logprobs = self._message_ids(previous, closing), None
             bridge = closing + self._env_turn(previous, self._conversation[len(previous) :])
         else:
-            ids, logprobs = self._sampled(action)
+            ids, logprobs, listed = self._sampled(action)
             # The closing measured at an earlier step: the one-render check below confirms it.
             closing = self._closing(previous) if self._closing_text is None else self._closing_text
             # A sampled stop token that opens the turn's closing (<|im_end|>, <|eot_id|>) is part
             # of the trajectory but not of the message text; other special tokens stay as text.
-            stop = self._special_text(int(ids[-1])) if ids.size and int(ids[-1]) in self._special_ids else ""
+            stop = self._special_text(listed[-1]) if listed and listed[-1] in self._special_ids else ""
             cut = not isinstance(action, str) and ids.size > 0 and not stop
             kept = bool(stop) and closing.startswith(stop)
-            result = self._step_env(self._decode(ids[:-1] if kept else ids), previous)
+            result = self._step_env(self._decode(listed[:-1] if kept else listed), previous)
             bridge = self._one_render_bridge(previous, closing)
             if bridge is None:  # the slow path, which re-measures the closing and names any fault
                 closing = self._closing(previous)
@@ -203,11 +212,11 @@ class TokenObservation(gym.Wrapper):
         ids = self._ids()
         mask = np.zeros(ids.size, np.int8)
         spans, start = [], 0
-        for chunk, is_policy in zip(self._chunks, self._policy):
+        for size, is_policy in zip(self._chunks, self._policy):
             if is_policy:
-                spans.append((start, start + chunk.size))
-                mask[start : start + chunk.size] = 1
-            start += chunk.size
+                spans.append((start, start + size))
+                mask[start : start + size] = 1
+            start += size
         logprobs = None
         if spans and all(lp is not None for lp in self._logprobs):
             logprobs = np.zeros(ids.size, np.float32)
@@ -218,14 +227,22 @@ class TokenObservation(gym.Wrapper):
     # ----- tokens -----
 
     def _ids(self) -> np.ndarray:
-        return self._context.copy()  # the caller may write into it; the context stays as it was
+        return self._context[: self._size].copy()  # the caller may write into it; the context stays as it was
 
     def _append(self, *chunks: tuple[np.ndarray, bool]) -> None:
         """Append ``(ids, is_policy)`` chunks to the context, in order."""
+        end = self._size
+        for ids, _ in chunks:
+            end += ids.size
+        if end > self._context.size:
+            grown = np.zeros(max(end, 2 * self._context.size), np.int32)
+            grown[: self._size] = self._context[: self._size]
+            self._context = grown
         for ids, is_policy in chunks:
-            self._chunks.append(ids)
+            self._chunks.append(ids.size)
             self._policy.append(is_policy)
-        self._context = np.concatenate([self._context, *(ids for ids, _ in chunks)])
+            self._context[self._size : self._size + ids.size] = ids
+            self._size += ids.size
 
     def _encode(self, text: str) -> np.ndarray:
         ids = self._codec.encode(text)
@@ -237,7 +254,7 @@ class TokenObservation(gym.Wrapper):
             )
         return ids
 
-    def _decode(self, ids: np.ndarray) -> str:
+    def _decode(self, ids: np.ndarray | list[int]) -> str:
         return self._codec.decode(ids)
 
     def _special_text(self, i: int) -> str:
@@ -246,11 +263,12 @@ class TokenObservation(gym.Wrapper):
             text = self._special_texts[i] = self._decode(np.array([i], np.int32))
         return text
 
-    def _sampled(self, action: Any) -> tuple[np.ndarray, np.ndarray | None]:
-        """Read an action as (ids, logprobs or None)."""
+    def _sampled(self, action: Any) -> tuple[np.ndarray, np.ndarray | None, list[int]]:
+        """Read an action as (ids, logprobs or None, the ids as a list)."""
         logprobs = None
         if isinstance(action, str):
-            return self._encode(action), None
+            ids = self._encode(action)
+            return ids, None, ids.tolist()
         if isinstance(action, Mapping):
             action, logprobs = action["ids"], action.get("logprobs")
         ids = np.asarray(action)
@@ -259,14 +277,14 @@ class TokenObservation(gym.Wrapper):
                 "expected the generated ids as a 1-D int array, a list of ints or text, "
                 f"got {type(action).__name__} of dtype {ids.dtype} and shape {ids.shape}"
             )
-        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
-            raise InvalidAction(f"token ids must be in [0, {self.vocab_size}), got min {ids.min()} and max {ids.max()}")
-        ids = ids.astype(np.int32)
+        listed = ids.tolist()  # decoded from; Python's min and max cost less than numpy's here
+        if listed and (min(listed) < 0 or max(listed) >= self.vocab_size):
+            raise InvalidAction(f"token ids must be in [0, {self.vocab_size}), got min {min(listed)} and max {max(listed)}")
         if logprobs is not None:
             logprobs = np.asarray(logprobs, dtype=np.float32)
             if logprobs.shape != ids.shape:
                 raise InvalidAction(f"expected one logprob per id ({ids.size}), got shape {logprobs.shape}")
-        return ids, logprobs
+        return ids.astype(np.int32), logprobs, listed
 
     # ----- the chat template -----
 
@@ -288,23 +306,57 @@ class TokenObservation(gym.Wrapper):
         then the env's part: that one comparison is the prefix check of the three renderings in
         :meth:`_closing` and :meth:`_env_turn` (issue 14: they were ~20 ms per Sudoku episode).
         A turn it does not fit (tool calls in the message, a template that trims or rewrites)
-        goes the slow way, which checks each part and explains a failure.
+        goes the slow way, which checks each part and explains a failure. Where the template has
+        the shape of :mod:`~textgym.wrappers.chat_tail`, both renderings are compared from the
+        tail's start on: what comes before it is the same in both.
         """
         message = self._conversation[len(previous)]
         if message.get("tool_calls") or not isinstance(message.get("content"), str):
             return None
         if self._view_size != len(previous):  # the slow path ran: rewrite the conversation anew
             self._view, self._view_tools = self._tool_prompt.apply([self._plain(m) for m in previous], self._tools)
+            self._view_size, self._tail, self._chat = len(previous), None, []
         # tool_prompt rewrites each message by itself (only the tools go into the first), so the
         # new messages' rewrite extends the one of the messages before them.
         new, _ = self._tool_prompt.apply([self._plain(m) for m in self._conversation[len(previous) :]], None)
         view = self._view + new
-        after = self._renderer.render(view, self._view_tools, not self._done)
-        head = self._rendered + message["content"] + closing
+        tail = self._tail or self._anchor(True)
+        if tail is None:  # a template that only renders whole
+            after = self._renderer.render(view, self._view_tools, not self._done)
+            head = self._rendered + message["content"] + closing
+            if not after.startswith(head):
+                return None
+            self._rendered, self._view, self._view_size, self._chat = after, view, len(self._conversation), []
+            return closing + after[len(head) :]
+        # The same check on the part of the rendering that the step can change: the header and
+        # the bodies of the messages before `start` are the same in both (chat_tail.py).
+        start, old = tail
+        chat = self._chat + self._renderer.prepare(new)
+        after = self._renderer.tail(chat, start, self._view_tools, not self._done)
+        head = old + message["content"] + closing
         if not after.startswith(head):
             return None
-        self._rendered, self._view, self._view_size = after, view, len(self._conversation)
+        self._rendered = self._rendered[: len(self._rendered) - len(old)] + after
+        self._view, self._view_size, self._tail, self._chat = view, len(self._conversation), (start, after), chat
+        if not self._done and len(view) - start > _TAIL_MESSAGES:  # start later: one more rendering now and then
+            self._tail = self._anchor(not self._done)
         return closing + after[len(head) :]
+
+    def _anchor(self, generation_prompt: bool) -> tuple[int, str] | None:
+        """``(start, text)``: the rendering of the conversation so far from the earliest message
+        that a new one can change on (:meth:`TemplateRenderer.tail`), or None for a template that
+        only renders whole. ``text`` must end the whole rendering: else that is the case for good."""
+        reach = self._renderer.reach(self._view_tools is not None)
+        if reach is None:
+            return None
+        start = max(0, len(self._view) - reach)
+        if len(self._chat) != len(self._view):
+            self._chat = self._renderer.prepare(self._view)
+        text = self._renderer.tail(self._chat, start, self._view_tools, generation_prompt)
+        if not self._rendered.endswith(text):
+            self._renderer.drop_tail()
+            return None
+        return start, text
 
     def _probe(self) -> None:
         """Fail at construction for a template that rewrites past turns (the per-step checks only

@@ -71,7 +71,7 @@ def test_a_shortcut_that_disagrees_is_switched_off(monkeypatch):
     renderer = TemplateRenderer(tok)
     messages = [{"role": "user", "content": "hi"}]
     monkeypatch.setattr(renderer, "_kwargs", {"unexpected": 1})  # still renders, maybe differently
-    monkeypatch.setattr(renderer, "_alias", lambda chat: [{"role": "user", "content": "changed"}])
+    monkeypatch.setattr(renderer, "_prepared_message", lambda message: {"role": "user", "content": "changed"})
     assert renderer.check(messages, None, True) == reference(tok, messages, None, True)
     assert not renderer.fast
     assert renderer.render(messages, None, True) == reference(tok, messages, None, True)
