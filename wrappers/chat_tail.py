@@ -133,29 +133,19 @@ class _Check:
     def _header(self, node: nodes.Node) -> None:
         """Only ``messages[0]`` of the conversation, and not the generation prompt's flag."""
         for child in _children(node):
-            if isinstance(child, nodes.Getitem) and _is_name(child.node, "messages"):
-                if not (isinstance(child.arg, nodes.Const) and child.arg.value == 0):
-                    raise _Refused("the header reads a message other than the first")
-                continue
-            if isinstance(child, nodes.Name) and child.name in ("messages", "add_generation_prompt"):
-                raise _Refused(f"the header reads {child.name}")
-            self._call(child)
-            self._header(child)
+            if not _first_message_only(child, "the header"):
+                self._call(child)
+                self._header(child)
 
     def _free(self, node: nodes.Node, messages_free: bool) -> None:
-        """A name the header assigns is refused (the copy has no header); calls only to allowed globals."""
+        """A name the header assigns is refused (the copy has no header); calls only to allowed
+        globals; where not ``messages_free`` (a nested loop), only ``messages[0]``."""
         for child in _children(node):
             if isinstance(child, (nodes.Name, nodes.NSRef)) and child.name in self.assigned:
                 raise _Refused(f"reads {child.name}, which the header assigns")
-            if not messages_free:
-                if isinstance(child, nodes.Getitem) and _is_name(child.node, "messages"):
-                    if not (isinstance(child.arg, nodes.Const) and child.arg.value == 0):
-                        raise _Refused("a nested loop reads a message other than the first")
-                    continue
-                if isinstance(child, nodes.Name) and child.name in ("messages", "add_generation_prompt"):
-                    raise _Refused(f"a nested loop reads {child.name}")
-            self._call(child)
-            self._free(child, messages_free)
+            if messages_free or not _first_message_only(child, "a nested loop"):
+                self._call(child)
+                self._free(child, messages_free)
 
     def _call(self, node: nodes.Node) -> None:
         if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name not in _CALLABLE:
@@ -214,6 +204,18 @@ class _Check:
         if offset < -int(guarded):  # messages[-1] at index 0 would be the last message
             raise _Refused("messages[loop.index0 - c] where loop.index0 may be below c")
         self.reach = max(self.reach, offset)
+
+
+def _first_message_only(node: nodes.Node, where: str) -> bool:
+    """True for ``messages[0]`` (nothing in it to check); refuses any other use of ``messages``
+    and the generation prompt's flag."""
+    if isinstance(node, nodes.Getitem) and _is_name(node.node, "messages"):
+        if not (isinstance(node.arg, nodes.Const) and node.arg.value == 0):
+            raise _Refused(f"{where} reads a message other than the first")
+        return True
+    if isinstance(node, nodes.Name) and node.name in ("messages", "add_generation_prompt"):
+        raise _Refused(f"{where} reads {node.name}")
+    return False
 
 
 def _offset_loop(body: list[nodes.Node]) -> None:
