@@ -155,7 +155,7 @@ class Child:
     """Code that runs in the forked child, after privileges are dropped."""
 
     def __init__(self, req_fd, res_fd, cfg):
-        self.requests = os.fdopen(req_fd, "rb", buffering=0)
+        self.requests = io.FileIO(req_fd, "rb")
         self.results = res_fd
         self.cfg = cfg
         self.namespace = {}
@@ -578,6 +578,17 @@ class Forker:
         self.sock = sock
         self.child = None  # the pid of the last child forked
         self.reseed = sys.modules["random"].seed
+        self.rlimits = [
+            (which, (int(value), int(value)))
+            for which, value in (
+                (resource.RLIMIT_AS, cfg["memory"]),
+                (resource.RLIMIT_CPU, cfg["cpu_time"]),
+                (resource.RLIMIT_FSIZE, cfg["file_size"]),
+                (resource.RLIMIT_NOFILE, cfg["open_files"]),
+                (resource.RLIMIT_NPROC, cfg["processes"]),
+                (resource.RLIMIT_CORE, 0),
+            )
+        ]
         # Inherited by every child (set here, it costs a child no page faults): a write past
         # RLIMIT_FSIZE fails with EFBIG instead of killing the program.
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -628,22 +639,13 @@ class Forker:
         os.dup2(con_w, 2)
         for fd in (devnull, con_w):
             os.close(fd)
-        cfg = self.cfg
-        limits = (
-            (resource.RLIMIT_AS, cfg["memory"]),
-            (resource.RLIMIT_CPU, cfg["cpu_time"]),
-            (resource.RLIMIT_FSIZE, cfg["file_size"]),
-            (resource.RLIMIT_NOFILE, cfg["open_files"]),
-            (resource.RLIMIT_NPROC, cfg["processes"]),
-            (resource.RLIMIT_CORE, 0),
-        )
-        for which, value in limits:
-            resource.setrlimit(which, (int(value), int(value)))
+        for which, value in self.rlimits:
+            resource.setrlimit(which, value)
         self.drop_privileges()
         os.chdir(self.workdir)
         # The program's own forks reseed their random module, as in any Python (see main).
         os.register_at_fork(after_in_child=self.reseed)
-        Child(req_r, res_w, cfg).serve()
+        Child(req_r, res_w, self.cfg).serve()
 
     def drop_privileges(self):
         """Become the unprivileged uid (when the zygote runs as root), for good."""
