@@ -202,7 +202,28 @@ def test_setsid_daemon_is_killed(box, leftovers):
     assert box.run(daemon, [Call(name="f")]).results[0].value == 1
     assert leftovers() == 0
     seen = box.run("import os\ndef f():\n    return sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n", [Call(name="f")])
-    assert len(seen.results[0].value) == 3  # bwrap's init, the zygote, and this program
+    assert len(seen.results[0].value) == 3  # the zygote (the namespace's init), its forker, and this program
+
+
+def test_program_holds_no_descriptor_of_the_sandbox(box):
+    """The forker's socket to the zygote, the host's pipes and earlier children's pipes stay out:
+    a program holds /dev/null (stdin), its console (stdout and stderr) and its own request and
+    result pipes, no more."""
+    code = (
+        "import os\n"
+        "def f():\n"
+        "    links = []\n"
+        "    for fd in os.listdir('/proc/self/fd'):\n"
+        "        try:\n"
+        "            links.append(os.readlink(f'/proc/self/fd/{fd}'))\n"
+        "        except OSError:\n"
+        "            pass  # listdir's own descriptor, closed by now\n"
+        "    return sorted(links)\n"
+    )
+    links = box.run(code, [Call(name="f")]).results[0].value
+    assert links.count("/dev/null") == 1 and len(links) == 5
+    pipes = [link for link in links if link != "/dev/null"]
+    assert all(link.startswith("pipe:") for link in pipes) and len(set(pipes)) == 3
 
 
 def test_zombies_are_reaped(box, leftovers):

@@ -453,11 +453,21 @@ class Zygote:
 
     def fork(self):
         """A spare child from the forker: the ends of its pipes (non-blocking) that are ours."""
-        self.forker.send(b"s")
-        _, fds, _, _ = socket.recv_fds(self.forker, 1, 3)
-        if len(fds) != 3:
+        return Proc(*self.ask(b"s"))
+
+    def ask(self, request):
+        """The forker's answer: a status for ``k``, three descriptors for ``s``.
+
+        The forker exits when it cannot clean up (or was killed): so do we, and the worker
+        restarts in fresh namespaces."""
+        try:
+            self.forker.send(request)
+            answer, fds, _, _ = socket.recv_fds(self.forker, 32, 3)
+        except OSError:
             os._exit(3)
-        return Proc(*fds)
+        if not answer or len(fds) != (3 if request == b"s" else 0):
+            os._exit(3)
+        return fds or answer
 
     def wait_reply(self, timeout):
         """One line from the child within ``timeout`` (and the submission deadline), as bytes;
@@ -553,10 +563,7 @@ class Zygote:
             return
         for fd in (proc.req_w, proc.res_r, proc.con_r):
             os.close(fd)
-        self.forker.send(b"k")
-        status = self.forker.recv(32)
-        if not status:  # the forker exits when it cannot clean up: so do we, and the worker restarts
-            os._exit(3)
+        status = self.ask(b"k")
         self.last_status = None if status == b"-" else int(status)
 
 class Forker:
