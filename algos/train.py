@@ -64,7 +64,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
     start_model = sft_warm_start(config) if config.sft_steps else models.resolve(config.model, out, seed=config.seed, progress=config.progress)
     backend = runtime.load_backend(config.backend, config.threads)
     checkpoint = latest_checkpoint(out) if config.resume else None
-    policy = backend.load_policy(checkpoint or start_model)
+    policy = backend.load_policy(checkpoint or start_model, sampler_dtype=config.grpo.sampler_dtype)
     learner = runtime.make_learner(backend, policy, config.grpo, config.mesh)
     step = 0
     if checkpoint is not None:

@@ -92,6 +92,12 @@ class GRPOConfig:
         top_p: Nucleus sampling threshold of the sampler.
         compute_dtype: Activations' dtype in the learner (parameters and optimiser state stay
             float32).
+        sampler_dtype: The dtype the sampler computes rollouts in; ``bfloat16`` samples from a
+            bf16 cast of the weights (several times the float32 matmul rate on CPUs with AMX or
+            AVX512-BF16, and half the weight traffic per decode step), its logprobs then differ
+            from float32 ones by bf16 rounding (docs/benchmarks.md states by how much), which
+            ``rollout_correction`` can account for. Apart from ``compute_dtype``: the learner's
+            gradients can stay float32 while sampling runs in bf16.
         trainable_layers: Train only the top this many decoder layers, the final norm and an
             untied output head; the embedding (and so a head tied to it) and the lower layers
             stay frozen, so the backward pass stops at the lowest trained layer and the optimiser
@@ -131,6 +137,7 @@ class GRPOConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     compute_dtype: ComputeDType = "float32"
+    sampler_dtype: ComputeDType = "float32"
     trainable_layers: int | None = None
     seed: int = 0
 

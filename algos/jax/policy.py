@@ -63,14 +63,31 @@ class Policy:
         pad_id: Padding token (``pad_token_id``, else the first EOS id, else 0).
         eos_ids: Ids that end a generation by default.
         params: The parameter tree (jax arrays); replaced by a learner after each update.
+        sampler_dtype: The dtype ``generate`` computes in (``"float32"`` or ``"bfloat16"``); where it
+            differs from the parameters', ``generate`` samples from a cast of :attr:`params`, made
+            once per parameter tree (a learner's update replaces the tree, so the cast follows it).
     """
 
-    def __init__(self, config: ModelConfig, params: dict, *, path: str | os.PathLike):
+    def __init__(self, config: ModelConfig, params: dict, *, path: str | os.PathLike,
+                 sampler_dtype: Literal["float32", "bfloat16"] = "float32"):
+        if sampler_dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"sampler_dtype must be 'float32' or 'bfloat16', got {sampler_dtype!r}")
         self.config = config
         self.path = os.fspath(path)
         self.graphdef, _ = abstract_model(config)
         self.params = params
+        self.sampler_dtype = sampler_dtype
+        self._sampler: tuple[dict, dict] | None = None  # (the params it was cast from, the cast)
         self.pad_id, self.eos_ids = _special_ids(path, config)
+
+    def sampler_params(self) -> dict:
+        """:attr:`params` in :attr:`sampler_dtype` (themselves when they already are)."""
+        dtype = jnp.dtype(self.sampler_dtype)
+        if jax.tree.leaves(self.params)[0].dtype == dtype:
+            return self.params
+        if self._sampler is None or self._sampler[0] is not self.params:
+            self._sampler = (self.params, jax.tree.map(lambda p: p.astype(dtype), self.params))
+        return self._sampler[1]
 
     def logprobs(self, ids: np.ndarray, mask: np.ndarray, *, temperature: float = 1.0) -> np.ndarray:
         """``(B, T)`` float32 logprob of each token given the ones before it.
@@ -124,7 +141,7 @@ class Policy:
             their float32 logprobs under ``log_softmax(logits / temperature)``.
         """
         return sampler.generate(
-            self.graphdef, self.params, [np.asarray(p, np.int32) for p in prompts], int(max_new_tokens), float(temperature),
+            self.graphdef, self.sampler_params(), [np.asarray(p, np.int32) for p in prompts], int(max_new_tokens), float(temperature),
             int(seed), top_p=float(top_p), stop_ids=stop_ids,
             eos_ids=self.eos_ids if eos_ids is None else tuple(eos_ids), pad_id=self.pad_id,
         )
@@ -134,12 +151,14 @@ class Policy:
         export_params(self.params, self.config, out_dir, source_dir=self.path)
 
 
-def load_policy(path: str | os.PathLike, *, dtype: Literal["float32", "bfloat16"] = "float32") -> Policy:
+def load_policy(path: str | os.PathLike, *, dtype: Literal["float32", "bfloat16"] = "float32",
+                sampler_dtype: Literal["float32", "bfloat16"] = "float32") -> Policy:
     """Load a Llama, Qwen2 or Qwen3 checkpoint directory (``config.json`` + ``*.safetensors``).
 
     Args:
         path: A local Hugging Face model directory.
         dtype: Parameter dtype for inference; training keeps float32 master weights regardless.
+        sampler_dtype: What ``generate`` computes in (see :attr:`Policy.sampler_dtype`).
 
     Raises:
         ValueError: An unsupported architecture, or checkpoint keys that do not fit it.
@@ -149,4 +168,4 @@ def load_policy(path: str | os.PathLike, *, dtype: Literal["float32", "bfloat16"
     config = ModelConfig.from_dir(path)
     jdtype = jnp.dtype(dtype)
     params = jax.tree.map(lambda a: jnp.asarray(a, jdtype), load_params(path, config))
-    return Policy(config, params, path=path)
+    return Policy(config, params, path=path, sampler_dtype=sampler_dtype)

@@ -9,6 +9,7 @@ output and no global RNG is touched.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,8 +20,9 @@ import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from textgym.algos.grpo.batch import PromptSplit
+from textgym.algos.grpo.config import ComputeDType
 from textgym.algos.models import has_tokenizer
-from textgym.algos.torch.sampler import generate, token_logprobs
+from textgym.algos.torch.sampler import generate, last_position, token_logprobs
 
 
 def sequence_logprobs(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -53,7 +55,7 @@ def continuation_logprobs(model: torch.nn.Module, split: PromptSplit, temperatur
     prompt_mask, source, rest = tensor(split.prompt_mask), tensor(split.source), split.rest
     cache = DynamicCache(config=getattr(model, "module", model).config)  # DDP keeps the model as .module
     last = model(input_ids=tensor(split.prompt_ids), attention_mask=prompt_mask, position_ids=(prompt_mask.cumsum(-1) - 1).clamp(min=0),
-                 cache=cache, use_cache=True, logits_to_keep=1).logits  # (U, 1, V)
+                 cache=cache, use_cache=True, logits_to_keep=last_position(prompt_mask.shape[1], device)).logits  # (U, 1, V)
     cache.reorder_cache(source)
     mask = torch.cat([prompt_mask[source], tensor(rest.attention_mask)], dim=1)
     ids = tensor(rest.input_ids)
@@ -70,12 +72,21 @@ class Policy:
         eos_ids: Ids that end a generated turn (``generation_config.json``, else ``config.json``).
         pad_id: Id written after a finished sequence inside the batch.
         path: Where the checkpoint was loaded from.
+        sampler_dtype: The dtype ``generate`` computes in (``"float32"`` or ``"bfloat16"``). Where it
+            differs from the model's, ``generate`` runs a copy of the model in that dtype, re-cast
+            from :attr:`model` whenever a parameter changed (a learner step, a restore), so the
+            weights the learner trains keep their own dtype.
     """
 
-    def __init__(self, model: torch.nn.Module, tokenizer, path: str | os.PathLike | None = None):
+    def __init__(self, model: torch.nn.Module, tokenizer, path: str | os.PathLike | None = None, *,
+                 sampler_dtype: ComputeDType = "float32"):
+        if sampler_dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"sampler_dtype must be 'float32' or 'bfloat16', got {sampler_dtype!r}")
         self.model = model
         self.tokenizer = tokenizer
         self.path = None if path is None else Path(path)
+        self.sampler_dtype = sampler_dtype
+        self._sampler: tuple[tuple, torch.nn.Module] | None = None  # (weights' versions, the cast copy)
         eos = model.generation_config.eos_token_id if model.generation_config is not None else None
         if eos is None:
             eos = model.config.eos_token_id
@@ -88,6 +99,29 @@ class Policy:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    def sampler_model(self) -> torch.nn.Module:
+        """The module ``generate`` runs: :attr:`model`, or its copy in :attr:`sampler_dtype`.
+
+        The copy is refreshed when any parameter's storage or in-place version counter moved since
+        it was cast (an optimiser step bumps the counter), so it always holds the current weights.
+        """
+        dtype = getattr(torch, self.sampler_dtype)
+        params = list(self.model.parameters())
+        if params[0].dtype == dtype:
+            return self.model
+        stamp = tuple((p.data_ptr(), p._version) for p in params)
+        if self._sampler is None:
+            model = copy.deepcopy(self.model)
+            for p in model.parameters():  # parameters only: RoPE's float32 buffers stay float32
+                p.data = p.data.to(dtype)
+            self._sampler = (stamp, model.eval().requires_grad_(False))
+        elif self._sampler[0] != stamp:
+            with torch.no_grad():
+                for target, source in zip(self._sampler[1].parameters(), params, strict=True):
+                    target.copy_(source)
+            self._sampler = (stamp, self._sampler[1])
+        return self._sampler[1]
 
     @torch.no_grad()
     def logprobs(self, ids: np.ndarray, mask: np.ndarray, *, temperature: float = 1.0) -> np.ndarray:
@@ -148,7 +182,7 @@ class Policy:
         self.model.eval()
         try:
             return generate(
-                self.model, prompts, int(max_new_tokens), float(temperature), int(seed), top_p=float(top_p),
+                self.sampler_model(), prompts, int(max_new_tokens), float(temperature), int(seed), top_p=float(top_p),
                 stop_ids=stop_ids, eos_ids=self.eos_ids if eos_ids is None else eos_ids, pad_id=self.pad_id,
             )
         finally:
@@ -162,13 +196,15 @@ class Policy:
             self.tokenizer.save_pretrained(str(out_dir))
 
 
-def load_policy(path: str | os.PathLike, *, dtype: str = "float32", device: str | torch.device = "cpu") -> Policy:
+def load_policy(path: str | os.PathLike, *, dtype: str = "float32", device: str | torch.device = "cpu",
+                sampler_dtype: ComputeDType = "float32") -> Policy:
     """Load a local Hugging Face causal-LM directory (config.json, safetensors, tokenizer if any).
 
     Args:
         path: The checkpoint directory (``AutoModelForCausalLM`` and ``AutoTokenizer`` read it).
         dtype: Parameter dtype, ``"float32"`` (training) or ``"bfloat16"``.
         device: Where the model lives.
+        sampler_dtype: What ``generate`` computes in (see :attr:`Policy.sampler_dtype`).
 
     Raises:
         FileNotFoundError: ``path`` is not a directory with a ``config.json``.
@@ -181,4 +217,4 @@ def load_policy(path: str | os.PathLike, *, dtype: str = "float32", device: str 
     model.train()
     # A weights-only directory has no tokenizer; only text needs one (models.load_tokenizer says so).
     tokenizer = AutoTokenizer.from_pretrained(str(path)) if has_tokenizer(path) else None
-    return Policy(model, tokenizer, path)
+    return Policy(model, tokenizer, path, sampler_dtype=sampler_dtype)

@@ -1,0 +1,139 @@
+"""Both samplers' cached paths against a cache-free reference, and the ``sampler_dtype`` option.
+
+The reference samples one step at a time by running every row's whole sequence so far through
+the model, with the same uniform numbers (torch: the same generator draws), so any slip in the
+prefill, the copied group cache, the slot cache or the last-position head changes a token or a
+logprob. bf16 sampling is checked against float32 teacher forcing of the sequences it drew.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from textgym.algos import tiny  # noqa: E402
+from textgym.algos.grpo import GRPOConfig, pack  # noqa: E402
+from textgym.algos.torch import Learner, Policy, load_policy  # noqa: E402
+from textgym.algos.torch.sampler import sample_token  # noqa: E402
+from textgym.rollout import Rollout  # noqa: E402
+
+SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+# bf16 keeps 8 mantissa bits: on this model its logprobs stay this close to float32's (measured
+# max 0.0012, mean 0.0004 in both backends; docs/benchmarks.md gives SmolLM2's, ~50x larger).
+BF16_MAX, BF16_MEAN = 0.01, 0.003
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return tiny.create(tmp_path_factory.mktemp("tiny"), seed=0, size=SMALL)
+
+
+def prompts() -> list[np.ndarray]:
+    """Ragged prompts, one repeated as in a GRPO group (rows 0, 1 and 3 share it)."""
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(0, 256, 9).astype(np.int32), rng.integers(0, 256, 4).astype(np.int32)
+    return [a, a, b, a, rng.integers(0, 256, 14).astype(np.int32)]
+
+
+@torch.no_grad()
+def reference_sample(model, rows: list[np.ndarray], new_tokens: int, temperature: float, seed: int):
+    """No cache, no padding: each step runs every row's full sequence and samples like the sampler."""
+    generator = torch.Generator().manual_seed(seed)
+    seqs = [torch.as_tensor(r, dtype=torch.long) for r in rows]
+    tokens, logps = [], []
+    for _ in range(new_tokens):
+        logits = torch.stack([model(input_ids=s[None]).logits[0, -1] for s in seqs])
+        tok, lp = sample_token(logits.float(), temperature, 1.0, generator)
+        seqs = [torch.cat([s, t[None]]) for s, t in zip(seqs, tok)]
+        tokens.append(tok.numpy())
+        logps.append(lp.numpy())
+    return np.stack(tokens, 1), np.stack(logps, 1)
+
+
+def bf16_error(policy, rows, ids, lps) -> np.ndarray:
+    """|sampler logprob - float32 teacher-forced logprob| of every sampled token."""
+    errs = []
+    for p, i, lp in zip(rows, ids, lps):
+        seq = np.concatenate([p, i])[None]
+        errs.append(np.abs(policy.logprobs(seq, np.ones_like(seq))[0, len(p):] - lp))
+    return np.concatenate(errs)
+
+
+def test_torch_sampler_equals_the_cache_free_reference_at_float32(model_dir):
+    policy = load_policy(model_dir)
+    rows = prompts()
+    ids, lps = policy.generate(rows, 10, temperature=1.0, seed=5, eos_ids=())
+    want_ids, want_lps = reference_sample(policy.model.eval(), rows, 10, 1.0, 5)
+    np.testing.assert_array_equal(np.stack(ids), want_ids)
+    np.testing.assert_allclose(np.stack(lps), want_lps, atol=1e-5)
+    assert policy.sampler_model() is policy.model  # float32 samples from the trained module itself
+
+
+def test_torch_bf16_sampler_stays_close_and_leaves_the_weights_float32(model_dir):
+    policy = load_policy(model_dir, sampler_dtype="bfloat16")
+    rows = prompts()
+    ids, lps = policy.generate(rows, 12, temperature=1.0, seed=1, eos_ids=())
+    sampler = policy.sampler_model()
+    assert sampler is not policy.model and next(sampler.parameters()).dtype == torch.bfloat16
+    assert all(p.dtype == torch.float32 for p in policy.model.parameters())
+    err = bf16_error(policy, rows, ids, lps)
+    assert err.max() < BF16_MAX and err.mean() < BF16_MEAN, (err.max(), err.mean())
+    assert err.max() > 1e-6  # it did compute in bf16
+    again, _ = policy.generate(rows, 12, temperature=1.0, seed=1, eos_ids=())
+    assert all(np.array_equal(a, b) for a, b in zip(ids, again)) and policy.sampler_model() is sampler
+
+
+def test_torch_bf16_sampler_follows_a_learner_step(model_dir):
+    policy = load_policy(model_dir, sampler_dtype="bfloat16")
+    rows = prompts()
+    before, _ = policy.generate(rows, 8, temperature=1.0, seed=2, eos_ids=())
+    rng = np.random.default_rng(0)
+    rollouts = [Rollout("e", "t", i // 4, [], float(i % 2), False, 1, True, False,
+                        token_ids=rng.integers(0, 256, 16).astype(np.int32), loss_mask=(np.arange(16) >= 6).astype(np.int8),
+                        group=i // 4) for i in range(8)]
+    config = GRPOConfig(group_size=4, micro_batch_size=8, lr=5e-2, max_length=32)
+    Learner(policy, config).train_step(pack(rollouts, config, pad_id=policy.pad_id))
+    after = policy.generate(rows, 8, temperature=1.0, seed=2, eos_ids=())
+    fresh = Policy(copy.deepcopy(policy.model), None, sampler_dtype="bfloat16").generate(rows, 8, temperature=1.0, seed=2, eos_ids=())
+    for a, b, c, d in zip(after[0], fresh[0], after[1], fresh[1]):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(c, d)
+    assert not all(np.array_equal(a, b) for a, b in zip(before, after[0]))
+
+
+def test_jax_bf16_sampler_stays_close_and_follows_new_params(model_dir):
+    pytest.importorskip("jax")
+    import jax
+    import jax.numpy as jnp
+
+    from textgym.algos.jax import load_policy as load_jax
+
+    policy = load_jax(model_dir, sampler_dtype="bfloat16")
+    rows = prompts()
+    ids, lps = policy.generate(rows, 12, temperature=1.0, seed=1, eos_ids=())
+    assert jax.tree.leaves(policy.params)[0].dtype == jnp.float32
+    assert jax.tree.leaves(policy.sampler_params())[0].dtype == jnp.bfloat16
+    err = bf16_error(policy, rows, ids, lps)
+    assert err.max() < BF16_MAX and err.mean() < BF16_MEAN and err.max() > 1e-6, (err.max(), err.mean())
+    cast = policy.sampler_params()
+    assert policy.sampler_params() is cast  # cast once per parameter tree
+    policy.params = jax.tree.map(lambda p: p * 1.5, policy.params)  # what a learner's update does: a new tree
+    moved = policy.sampler_params()
+    assert moved is not cast
+    np.testing.assert_array_equal(np.asarray(jax.tree.leaves(moved)[0], np.float32),
+                                  np.asarray(jax.tree.leaves(policy.params)[0].astype(jnp.bfloat16), np.float32))
+
+
+@pytest.mark.parametrize("backend", ["torch", "jax"])
+def test_an_unknown_sampler_dtype_is_refused(model_dir, backend):
+    from textgym.algos import runtime
+
+    with pytest.raises(ValueError, match="sampler_dtype"):
+        runtime.load_backend(backend).load_policy(model_dir, sampler_dtype="float16")
+    with pytest.raises(ValueError, match="sampler_dtype"):
+        GRPOConfig(sampler_dtype="float16")
