@@ -1,7 +1,8 @@
 """Sampler throughput on a real checkpoint: transformers ``generate``, the torch and the JAX sampler.
 
 Side by side in one process, in alternated rounds (every timed call of a round runs once, the
-order rotating by round, so a load change on a shared machine hits all of them alike), at each
+order rotating by round, so a load change on a shared machine hits all of them alike; before
+them JAX compiles on one full call and the others warm up on a short one), at each
 ``--dtypes`` entry, on ``--batch`` rows of ``--prompt-len`` random tokens generating exactly
 ``--new-tokens`` each (EOS disabled), sampling at temperature 1:
 
@@ -12,16 +13,19 @@ order rotating by round, so a load change on a shared machine hits all of them a
   sampler computing in ``dtype``).
 
 A layout ``UxG`` is ``U`` distinct prompts each sampled ``G`` times (``--batch = U * G``);
-``distinct`` is ``batch x 1``. Printed per row: median seconds, generated tokens/s, the ratio to
-transformers at the same dtype and layout, achieved FLOP/s and its fraction of the matmul peak
-of that dtype (a ``--matmul-size`` cube timed with torch at the start and the end; the larger
-is kept). The FLOPs are counted explicitly (:func:`sampler_flops`): the work the layout needs,
-each distinct prompt prefilled once, so an implementation that prefills a repeated prompt
-``G`` times gets no credit for it.
+``distinct`` is ``batch x 1``. Printed per row: median wall and CPU seconds, generated tokens/s
+(wall), the ratio to transformers at the same dtype and layout (wall), and the achieved FLOPs per
+CPU-second with their fraction of the matmul peak of that dtype (a ``--matmul-size`` cube timed
+with torch, per CPU-second, at the start and the end; the larger is kept). CPU time, not wall
+time, because on a shared machine a process holds a core only part of the time: FLOPs per
+CPU-second say how well the cycles it got were used. The FLOPs are counted explicitly
+(:func:`sampler_flops`): the work the layout needs, each distinct prompt prefilled once, so an
+implementation that prefills a repeated prompt ``G`` times gets no credit for it.
 
 The bf16 logprob error: the logprobs each bf16 sampler returns against float32 teacher-forced
 logprobs of the very sequences it sampled (``policy.logprobs`` of prompt + generated ids at
-temperature 1), max and mean absolute; the float32 samplers' own error is printed beside it.
+temperature 1, on the first ``--error-rows`` rows of the first layout), max and mean absolute;
+the float32 samplers' own error is printed beside it.
 
     python benchmarks/sampler_bench.py                                  # SmolLM2, distinct prompts
     python benchmarks/sampler_bench.py --layouts 1x8 2x4 --dtypes bfloat16
@@ -36,6 +40,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -72,14 +77,15 @@ def matmul_peak(size: int, dtype: str) -> float:
 
     a, b = (torch.randn(size, size, dtype=getattr(torch, dtype)) for _ in range(2))
     a @ b
-    best = min(_seconds(lambda: a @ b) for _ in range(5))
+    best = min(_seconds(lambda: a @ b)[1] for _ in range(5))
     return 2 * size**3 / best
 
 
-def _seconds(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
+def _seconds(fn: Callable[[], Any]) -> tuple[float, float]:
+    """``(wall, CPU)`` seconds of ``fn()``; CPU time counts this process's threads only."""
+    wall, cpu = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - start
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def layout_prompts(layout: str, batch: int, length: int, vocab: int) -> tuple[int, list[np.ndarray]]:
@@ -124,9 +130,10 @@ def main() -> None:
     parser.add_argument("--layouts", nargs="+", default=["distinct"], help="distinct, or UxG (U prompts x G samples)")
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"], choices=("float32", "bfloat16"))
     parser.add_argument("--impls", nargs="+", default=list(IMPLS), choices=IMPLS)
-    parser.add_argument("--rounds", type=int, default=2, help="timed rounds after one warm-up round")
+    parser.add_argument("--rounds", type=int, default=2, help="timed rounds (after one warm-up call each)")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (1 also limits XLA to one)")
     parser.add_argument("--matmul-size", type=int, default=2048)
+    parser.add_argument("--error-rows", type=int, default=2, help="rows whose logprobs are checked against float32")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
 
@@ -146,11 +153,16 @@ def main() -> None:
     policies: dict[tuple[str, str], Any] = {}
     layouts = {name: layout_prompts(name, args.batch, args.prompt_len, config["vocab_size"]) for name in args.layouts}
     samples: dict[tuple[str, str, str], Any] = {}
+    warmups: dict[tuple[str, str], Callable[[], Any]] = {}
+    short = [np.arange(10, 26, dtype=np.int32)]
     for dtype in args.dtypes:
         hf = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=getattr(torch, dtype)).eval() if "transformers" in args.impls else None
         for impl in args.impls:
-            if impl != "transformers":
+            if impl == "transformers":
+                warmups[impl, dtype] = transformers_call(hf, short, 1, 4)
+            else:
                 policies[impl, dtype] = runtime.load_backend(impl).load_policy(path, sampler_dtype=dtype)
+                warmups[impl, dtype] = partial(policies[impl, dtype].generate, short, 4, 1.0, 0, eos_ids=())
             for name, (u, rows) in layouts.items():
                 if impl == "transformers":
                     calls[impl, dtype, name] = transformers_call(hf, rows, args.batch // u, args.new_tokens)
@@ -162,33 +174,35 @@ def main() -> None:
 
                 calls[impl, dtype, name] = call
     keys = list(calls)
-    times: dict[tuple[str, str, str], list[float]] = {k: [] for k in keys}
-    for round_ in range(args.rounds + 1):
+    for key in keys:  # JAX compiles its shape buckets; the others warm up on a short call
+        calls[key]() if key[0] == "jax" else warmups[key[:2]]()
+    times: dict[tuple[str, str, str], list[tuple[float, float]]] = {k: [] for k in keys}
+    for round_ in range(args.rounds):
         order = keys[round_ % len(keys):] + keys[: round_ % len(keys)]
         for key in order:
-            seconds = _seconds(calls[key])
-            if round_:  # round 0 warms up (JAX compiles)
-                times[key].append(seconds)
-        print(f"round {round_} done, load average {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+            times[key].append(_seconds(calls[key]))
+        print(f"round {round_ + 1} done, load average {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
     for d in args.dtypes:
         peaks[d] = max(peaks[d], matmul_peak(args.matmul_size, d))
     load = os.getloadavg()
 
     print(f"\n{args.model}: batch {args.batch}, prompts of {args.prompt_len} tokens, {args.new_tokens} new; "
           f"{args.threads} torch threads; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
-    print("matmul peak (torch, %d^3): %s" % (args.matmul_size, ", ".join(f"{d} {p / 1e9:.0f} GFLOP/s" for d, p in peaks.items())))
-    print("\n| layout | dtype | sampler | median s | tokens/s | vs transformers | GFLOP/s | of peak |")
+    print("matmul peak (torch, %d^3, per CPU-second): %s" % (args.matmul_size, ", ".join(f"{d} {p / 1e9:.0f} GFLOP/s" for d, p in peaks.items())))
+    print("\n| layout | dtype | sampler | median s (wall / CPU) | tokens/s | vs transformers | GFLOP per CPU-s | of peak |")
     print("|---|---|---|---:|---:|---:|---:|---:|")
     results = []
     for name, (u, _) in layouts.items():
         flops = sampler_flops(config, args.prompt_len, u, args.batch, args.new_tokens)
         for dtype in args.dtypes:
-            base = statistics.median(times["transformers", dtype, name]) if ("transformers", dtype, name) in times else None
+            ref = times.get(("transformers", dtype, name))
+            base = statistics.median(w for w, _ in ref) if ref else None
             for impl in args.impls:
-                s = statistics.median(times[impl, dtype, name])
-                rate = flops["total"] / s
-                ratio = f"{base / s:.2f}x" if base else "-"
-                print(f"| {name} | {dtype} | {impl} | {s:.2f} | {args.batch * args.new_tokens / s:.1f} | {ratio} | "
+                wall = statistics.median(w for w, _ in times[impl, dtype, name])
+                cpu = statistics.median(c for _, c in times[impl, dtype, name])
+                rate = flops["total"] / cpu
+                ratio = f"{base / wall:.2f}x" if base else "-"
+                print(f"| {name} | {dtype} | {impl} | {wall:.2f} / {cpu:.2f} | {args.batch * args.new_tokens / wall:.1f} | {ratio} | "
                       f"{rate / 1e9:.0f} | {rate / peaks[dtype]:.0%} |")
                 results.append({"layout": name, "dtype": dtype, "impl": impl, "seconds": times[impl, dtype, name],
                                 "flops": flops, "peak": peaks[dtype]})
@@ -196,7 +210,8 @@ def main() -> None:
     for (impl, dtype, name), (ids, lps) in samples.items():
         if name == args.layouts[0]:
             # logprobs() runs the float32 weights whatever the sampler's dtype
-            high, mean = logprob_error(policies[impl, dtype], layouts[name][1], ids, lps)
+            k = args.error_rows
+            high, mean = logprob_error(policies[impl, dtype], layouts[name][1][:k], ids[:k], lps[:k])
             print(f"  {impl} {dtype}: {high:.4f} / {mean:.5f}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
