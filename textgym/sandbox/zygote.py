@@ -277,9 +277,10 @@ class Zygote:
     """Keeps one pre-forked child ready, relays calls, enforces limits, and cleans up.
 
     A *spare* child is forked (and drops its privileges) by the :class:`Forker` while the zygote
-    is idle, so opening a program costs one pipe write. Calls queued by the host are forwarded to the child together;
-    each one's time limit starts when the previous answer arrives. A child that dies or times out
-    is killed with everything it started; the remaining calls go to a fresh child.
+    is idle, so opening a program costs one pipe write. Calls queued by the host are forwarded
+    to the child together; each one's time limit starts when the previous answer arrives. A
+    child that dies or times out is killed with everything it started; the remaining calls go
+    to a fresh child.
     """
 
     def __init__(self, cfg, stdin_fd, stdout):
@@ -320,8 +321,8 @@ class Zygote:
             else:
                 self.send({"op": "error", "error": f"unknown request {req!r:.200}"})
             if self.program is None and not self.backlog and (self.child or not self.spare):
-                # Once the reply is out (the host reads it meanwhile): kill, reap, remove IPC
-                # objects, and only then fork the next spare. Done in this order, the bookkeeping
+                # Once the reply is out (the host reads it meanwhile) the forker kills, reaps,
+                # removes IPC objects, and only then forks the next spare: its bookkeeping then
                 # writes to no page that a live child shares, which would copy each such page.
                 self.stdout.flush()
                 self.kill_all()
