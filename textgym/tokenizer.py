@@ -158,18 +158,12 @@ class ByteCodec:
         size = max([*byte_ids.values(), *added.values()]) + 1
         self._size = size
         self._to_id = np.zeros(256, np.int32)  # byte value -> id
+        self._to_byte = np.full(size, -1, np.int16)  # id -> byte value, -1 for an added token
         for byte, i in byte_ids.items():
-            self._to_id[byte] = i
+            self._to_id[byte], self._to_byte[i] = i, byte
         self._identity = all(byte == i for byte, i in byte_ids.items())
         self._added = added
-        # id -> its bytes: the byte's, or an added token's text (ASCII, so also its byte tokens'
-        # bytes); None for an id between the known ones that names nothing.
-        pieces: list[bytes | None] = [None] * size
-        for byte, i in byte_ids.items():
-            pieces[i] = bytes([byte])
-        for text, i in added.items():
-            pieces[i] = text.encode()
-        self._pieces = tuple(pieces)
+        self._text = {i: text.encode() for text, i in added.items()}  # ASCII: also its byte tokens' bytes
         # Leftmost-longest, as tokenizers' Aho-Corasick matcher: at each position the longest first.
         alternatives = sorted(added, key=len, reverse=True)
         self._split = re.compile("(" + "|".join(map(re.escape, alternatives)) + ")").split if added else None
@@ -229,17 +223,33 @@ class ByteCodec:
         """The text of ``ids`` (an int array or a list of ints), as ``backend.decode(ids,
         skip_special_tokens=False)``; None for an id this codec does not know (the caller asks the
         backend)."""
-        ids = ids if type(ids) is list else np.asarray(ids).tolist()
-        # Python's min and max of a turn's ids cost less than numpy's reductions (issue 14).
-        if ids and (min(ids) < 0 or max(ids) >= self._size):
+        ids = np.asarray(ids)
+        if ids.size and ids.dtype.kind not in "iu":
             return None
-        # Joining each id's bytes is the same as tokenizers' decoding of the bytes between added
-        # tokens one by one, since an added token's bytes are its text (and a Python join of a
-        # turn's ids is faster than the numpy calls that find the added tokens).
-        try:
-            raw = b"".join(map(self._pieces.__getitem__, ids))
-        except TypeError:  # None: an id that names nothing (or a float)
-            return None
+        if self._identity:
+            # Read as unsigned, a negative id is above 255 too: one comparison finds the added
+            # tokens and every id that is no byte (numpy's reductions cost more here, issue 14).
+            unsigned = ids.view(ids.dtype.str.replace("i", "u")) if ids.dtype.kind == "i" else ids
+            raw = ids.astype(np.uint8).tobytes()
+            tokens = np.flatnonzero(unsigned >= 256).tolist()
+        else:
+            if ids.size and (ids.min() < 0 or ids.max() >= self._size):
+                return None
+            values = self._to_byte[ids]
+            raw = values.astype(np.uint8).tobytes()
+            tokens = np.flatnonzero(values < 0).tolist()
+        if tokens:
+            # An added token's bytes are its ASCII text: decoding the whole byte string at once is
+            # then the same as tokenizers' decoding of the bytes between added tokens one by one.
+            pieces, start = [], 0
+            for k in tokens:
+                text = self._text.get(int(ids[k]))
+                if text is None:  # not an id of this codec
+                    return None
+                pieces += (raw[start:k], text)
+                start = k + 1
+            pieces.append(raw[start:])
+            raw = b"".join(pieces)
         return raw.decode("utf-8", "replace")
 
     def _bytes_to_ids(self, raw: bytes) -> np.ndarray:

@@ -180,7 +180,7 @@ class TokenObservation(gym.Wrapper):
             stop = self._special_text(listed[-1]) if listed and listed[-1] in self._special_ids else ""
             cut = not isinstance(action, str) and ids.size > 0 and not stop
             kept = bool(stop) and closing.startswith(stop)
-            result = self._step_env(self._decode(listed[:-1] if kept else listed), previous)
+            result = self._step_env(self._decode(ids[:-1] if kept else ids), previous)
             bridge = self._one_render_bridge(previous, closing)
             if bridge is None:  # the slow path, which re-measures the closing and names any fault
                 closing = self._closing(previous)
@@ -227,6 +227,8 @@ class TokenObservation(gym.Wrapper):
     # ----- tokens -----
 
     def _ids(self) -> np.ndarray:
+        # A copy: Gymnasium's checker requires each call's observation to share no memory with
+        # another's (a read-only view of the context would save a tenth of a step here).
         return self._context[: self._size].copy()  # the caller may write into it; the context stays as it was
 
     def _append(self, *chunks: tuple[np.ndarray, bool]) -> None:
@@ -235,7 +237,7 @@ class TokenObservation(gym.Wrapper):
         for ids, _ in chunks:
             end += ids.size
         if end > self._context.size:
-            grown = np.zeros(max(end, 2 * self._context.size), np.int32)
+            grown = np.empty(max(end, 2 * self._context.size), np.int32)
             grown[: self._size] = self._context[: self._size]
             self._context = grown
         for ids, is_policy in chunks:
@@ -277,7 +279,7 @@ class TokenObservation(gym.Wrapper):
                 "expected the generated ids as a 1-D int array, a list of ints or text, "
                 f"got {type(action).__name__} of dtype {ids.dtype} and shape {ids.shape}"
             )
-        listed = ids.tolist()  # decoded from; Python's min and max cost less than numpy's here
+        listed = ids.tolist()  # Python's min and max of it cost less than numpy's reductions here
         if listed and (min(listed) < 0 or max(listed) >= self.vocab_size):
             raise InvalidAction(f"token ids must be in [0, {self.vocab_size}), got min {min(listed)} and max {max(listed)}")
         if logprobs is not None:

@@ -117,6 +117,10 @@ def test_byte_codec_is_only_for_byte_level_bpe_without_merges(tmp_path):
     assert ByteCodec.of(object()) is None
     codec = ByteCodec.of(tokenizer("tiny").backend_tokenizer)
     assert codec.decode(np.asarray([0, 270], np.int32)) is None  # an id it does not know: ask the backend
+    for ids in ([65, -1], [65, -191], [65, 2**40], [-(2**40)]):  # never a byte wrapped around
+        assert codec.decode(np.asarray(ids, np.int64)) is None
+    assert codec.decode(np.asarray([65, 258], np.uint16)) == "A<|im_end|>" == codec.decode([65, 258])
+    assert codec.decode(np.asarray([65.0])) is None and codec.decode(np.asarray([], np.int32)) == ""
 
 
 @settings(max_examples=300, deadline=None)
