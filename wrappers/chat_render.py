@@ -55,6 +55,7 @@ class TemplateRenderer:
         self.chat_template = chat_template
         self.fast = True
         self._tools_in: Any = None  # the tool list last prepared, and what it became
+        self._tools_given: Any = None  # the list object it came in
         self._tools_out: Any = None
         self._tool_ids: dict[int, Any] = {}
         self._templates: dict[bool, Any] = {}  # compiled, by "tools given" (may pick another template)
@@ -75,8 +76,8 @@ class TemplateRenderer:
     def render(self, messages: Sequence[Mapping[str, Any]], tools: list | None, generation_prompt: bool) -> str:
         """The template's text for plain message dicts (``thaw``-ed) and a tool list.
 
-        A message dict is prepared for the template the first time it is seen: it must not be
-        changed after it was rendered (pass a new dict instead).
+        A message dict is prepared for the template the first time it is seen, and so is a tool
+        list: neither must be changed after it was rendered (pass a new one instead).
         """
         if not self.fast:
             return self._reference(messages, tools, generation_prompt)
@@ -156,6 +157,9 @@ class TemplateRenderer:
         """The tool list as the template sees it, rebuilt only when other tool objects come in."""
         if tools is None:
             return None
+        if tools is self._tools_given:  # the same list as last time (the wrapper's, every step)
+            return self._tools_out
+        self._tools_given = tools
         known = self._tools_in
         if not (known is not None and len(tools) == len(known) and all(map(operator.is_, tools, known))):
             self._tools_in, self._tools_out = list(tools), self._plain(list(tools))
