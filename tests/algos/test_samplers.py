@@ -137,3 +137,26 @@ def test_an_unknown_sampler_dtype_is_refused(model_dir, backend):
         runtime.load_backend(backend).load_policy(model_dir, sampler_dtype="float16")
     with pytest.raises(ValueError, match="sampler_dtype"):
         GRPOConfig(sampler_dtype="float16")
+
+
+def test_jax_causal_blocks_of_a_long_pass_match_transformers(model_dir):
+    """Passes of >= 256 queries attend in causal blocks (model.causal_chunks): scoring (no cache)
+    and a left-padded prefill must still equal transformers' logprobs and greedy tokens."""
+    pytest.importorskip("jax")
+    from textgym.algos.jax import load_policy as load_jax
+    from textgym.algos.jax.model import causal_chunks
+
+    assert len(causal_chunks(300, 300, 0)) > 1 and len(causal_chunks(1, 400, 0)) == 1
+    jax_policy, torch_policy = load_jax(model_dir), load_policy(model_dir)
+    rng = np.random.default_rng(4)
+    ids = rng.integers(0, 256, (2, 300)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[1, :37] = 0  # left padding inside a block
+    scored = mask * np.pad(mask[:, :-1], ((0, 0), (1, 0)))  # the first real token has no logprob (torch: 0)
+    np.testing.assert_allclose(jax_policy.logprobs(ids, mask) * scored, torch_policy.logprobs(ids, mask) * scored, atol=1e-4)
+    rows = [ids[0], ids[1, 37:]]
+    got, got_lp = jax_policy.generate(rows, 6, temperature=0.0, seed=0, eos_ids=())
+    want, want_lp = torch_policy.generate(rows, 6, temperature=0.0, seed=0, eos_ids=())
+    for a, b, c, d in zip(got, want, got_lp, want_lp):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(c, d, atol=1e-4)
