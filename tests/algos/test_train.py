@@ -271,8 +271,8 @@ def test_no_two_sampler_calls_share_a_seed_and_top_p_reaches_the_sampler(model_d
         def __getattr__(self, name):
             return getattr(self.module, name)
 
-        def load_policy(self, path):
-            return Spy(self.module.load_policy(path))
+        def load_policy(self, path, **kwargs):
+            return Spy(self.module.load_policy(path, **kwargs))
 
     monkeypatch.setattr(runtime, "load_backend", lambda name, threads=None: Backend(real(name, threads)))
     grpo = GRPOConfig(group_size=4, lr=3e-3, max_new_tokens=3, max_length=64, micro_batch_size=4, top_p=0.9)
