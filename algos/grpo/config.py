@@ -14,6 +14,12 @@ LossAggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-s
 AdvantageScaling = Literal["group", "batch", "none"]
 LRSchedule = Literal["constant", "linear", "cosine"]
 ComputeDType = Literal["float32", "bfloat16"]
+
+
+def check_dtype(name: str, value: str) -> None:
+    """Raise ``ValueError`` unless ``value`` is a :data:`ComputeDType` (the policies' dtype arguments)."""
+    if value not in get_args(ComputeDType):
+        raise ValueError(f"{name} must be 'float32' or 'bfloat16', got {value!r}")
 PolicyLoss = Literal["clip", "gspo", "cispo"]
 RolloutCorrection = Literal["none", "tis", "mis"]
 

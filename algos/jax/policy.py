@@ -20,6 +20,7 @@ import numpy as np
 from flax import nnx
 
 from textgym.algos.grpo import bucket_length
+from textgym.algos.grpo.config import check_dtype
 from textgym.algos.jax import sampler
 from textgym.algos.jax.config import ModelConfig
 from textgym.algos.jax.model import positions_from_mask, token_logprobs
@@ -70,8 +71,7 @@ class Policy:
 
     def __init__(self, config: ModelConfig, params: dict, *, path: str | os.PathLike,
                  sampler_dtype: Literal["float32", "bfloat16"] = "float32"):
-        if sampler_dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"sampler_dtype must be 'float32' or 'bfloat16', got {sampler_dtype!r}")
+        check_dtype("sampler_dtype", sampler_dtype)
         self.config = config
         self.path = os.fspath(path)
         self.graphdef, _ = abstract_model(config)
@@ -163,8 +163,7 @@ def load_policy(path: str | os.PathLike, *, dtype: Literal["float32", "bfloat16"
     Raises:
         ValueError: An unsupported architecture, or checkpoint keys that do not fit it.
     """
-    if dtype not in ("float32", "bfloat16"):
-        raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {dtype!r}")
+    check_dtype("dtype", dtype)
     config = ModelConfig.from_dir(path)
     jdtype = jnp.dtype(dtype)
     params = jax.tree.map(lambda a: jnp.asarray(a, jdtype), load_params(path, config))

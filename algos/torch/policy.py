@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from textgym.algos.grpo.batch import PromptSplit
-from textgym.algos.grpo.config import ComputeDType
+from textgym.algos.grpo.config import ComputeDType, check_dtype
 from textgym.algos.models import has_tokenizer
 from textgym.algos.torch.sampler import generate, last_position, token_logprobs
 
@@ -80,8 +80,7 @@ class Policy:
 
     def __init__(self, model: torch.nn.Module, tokenizer, path: str | os.PathLike | None = None, *,
                  sampler_dtype: ComputeDType = "float32"):
-        if sampler_dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"sampler_dtype must be 'float32' or 'bfloat16', got {sampler_dtype!r}")
+        check_dtype("sampler_dtype", sampler_dtype)
         self.model = model
         self.tokenizer = tokenizer
         self.path = None if path is None else Path(path)
