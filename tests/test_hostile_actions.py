@@ -2,7 +2,8 @@
 
 Each attack is one an adversarial pass found (issue 14): JSON nested past the decoder's recursion
 limit, a number past Python's int-string limit, the same inside a dict action's arguments, and
-values JSON cannot hold. The episode must go on, with the error in ``info["error"]``.
+values JSON cannot hold. The episode must go on, with the error in ``info["error"]`` (in an env
+without tools, text is no tool call: Code-v0 grades it as a program that does not load).
 """
 
 import gymnasium as gym
@@ -46,7 +47,11 @@ def test_attack_is_feedback_and_the_episode_goes_on(env_id, attack):
     env = gym.make(env_id)
     obs, _ = env.reset(seed=0)
     after, reward, terminated, truncated, info = env.step(action)
-    assert fragment in info["error"] and not terminated and reward == 0.0
+    if isinstance(action, str) and env.unwrapped.tools is None:  # no tools (Code-v0): the text is a program
+        assert fragment not in (info["error"] or "")  # a submission (or an over-long one), not a tool call
+    else:
+        assert fragment in info["error"]
+    assert not terminated and reward == 0.0
     assert info["turn"] == 1 and len(after) > len(obs) and after[-1]["role"] != "assistant"
     _, _, _, _, info = env.step(env.unwrapped.oracle_action())
     assert info["turn"] == 2

@@ -156,3 +156,13 @@ def test_the_shortest_text_calls_past_the_limits_are_still_rejected():
     assert parse_turn(ok).errors == () and parse_turn(ok).tool_calls[0].name == "f"
     big = '<tool_call>{"name":"f","arguments":{"a":' + "9" * 4250 + "}}</tool_call>"
     assert "too many digits" in parse_turn(big).error
+
+
+def test_without_tools_tags_are_text_and_dict_calls_an_error():
+    text = "s = '<tool_call>'\n" + call("f", a=1) + " </tool_call>"
+    turn = parse_turn(text, tools=False)
+    assert turn.tool_calls == () and turn.errors == () and turn.text == text
+    action = {"role": "assistant", "content": "hi", "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}
+    dict_turn = parse_turn(action, tools=False)
+    assert "no tools" in dict_turn.error and [c.name for c in dict_turn.tool_calls] == ["f"]
+    assert parse_turn({"role": "assistant", "content": text}, tools=False).errors == ()

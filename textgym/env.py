@@ -140,7 +140,9 @@ class TextEnv(gym.Env):
             raise ResetNeeded("call reset() before step()" if self.task is None else "the episode has ended; call reset()")
         if not isinstance(action, (str, Mapping)):
             raise InvalidAction(f"expected the assistant turn as a str or a message dict, got {type(action).__name__}")
-        turn = parse_turn(action, call_id_prefix=f"call_{self.turn + 1}", max_chars=self.max_action_chars)
+        turn = parse_turn(
+            action, call_id_prefix=f"call_{self.turn + 1}", max_chars=self.max_action_chars, tools=self.tools is not None
+        )
         if turn.errors:
             cut = "length" if self._over_budget(action) else None
             outcome = Outcome(messages=self._feedback(turn, turn.error), error=turn.error, end_reason=cut)

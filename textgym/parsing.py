@@ -45,6 +45,7 @@ _MAX_INT_BITS = 14_000  # about 4,200 digits: Python refuses to print longer int
 # decodes to JSON values, nesting past MAX_ARGUMENT_DEPTH inside "arguments" takes two brackets
 # per level plus the call's own keys (over 90 characters), and a too-long int some 4,200 digits.
 _SHORT_CALL = 2 * MAX_ARGUMENT_DEPTH + 16
+NO_TOOLS = "this environment has no tools, so tool_calls are not accepted; write your answer in the message's content"
 
 
 # The records below are made for every call and turn, so they are slotted dataclasses rather than
@@ -90,7 +91,9 @@ class ParsedTurn:
         return self._code
 
 
-def parse_turn(action: Any, *, call_id_prefix: str = "call", max_chars: int | None = None) -> ParsedTurn:
+def parse_turn(
+    action: Any, *, call_id_prefix: str = "call", max_chars: int | None = None, tools: bool = True
+) -> ParsedTurn:
     """Parse one assistant action (raw text or an OpenAI assistant dict).
 
     Args:
@@ -98,17 +101,20 @@ def parse_turn(action: Any, *, call_id_prefix: str = "call", max_chars: int | No
         call_id_prefix: Ids of text tool calls (and dict calls without one) are ``<prefix>_<i>``.
         max_chars: Longer actions are cut to this many characters and reported as an error; a
             dict counts its content plus each tool call as it would be written in text.
+        tools: False for an env without tools (Code-v0): ``<tool_call>`` in text is then plain
+            text (a program may well print the tag), and a dict's ``tool_calls`` are an error.
 
     Raises:
         InvalidAction: the action is neither a str nor a mapping (a caller bug).
     """
     if isinstance(action, str):
         if max_chars is not None and len(action) > max_chars:
-            turn = _parse_text(action[:max_chars], call_id_prefix)
+            turn = _parse_text(action[:max_chars], call_id_prefix, tools)
             return _with_error(turn, f"the action is {len(action)} characters; the limit is {max_chars}")
-        return _parse_text(action, call_id_prefix)
+        return _parse_text(action, call_id_prefix, tools)
     if isinstance(action, Mapping):
-        return _parse_dict(action, call_id_prefix, max_chars)
+        turn = _parse_dict(action, call_id_prefix, max_chars, tools)
+        return turn if tools or not action.get("tool_calls") else _with_error(turn, NO_TOOLS)
     raise InvalidAction(f"expected the assistant turn as a str or a message dict, got {type(action).__name__}")
 
 
@@ -116,13 +122,13 @@ def _with_error(turn: ParsedTurn, error: str) -> ParsedTurn:
     return ParsedTurn(turn.message, turn.text, turn.tool_calls, turn.answer, (error, *turn.errors))
 
 
-def _parse_text(text: str, prefix: str) -> ParsedTurn:
-    calls, errors = _tool_calls_from_text(text, prefix)
+def _parse_text(text: str, prefix: str, tools: bool = True) -> ParsedTurn:
+    calls, errors = _tool_calls_from_text(text, prefix) if tools else ((), ())
     answer = _last_answer(text) if "<answer>" in text else None
     return ParsedTurn(assistant(text), text, tuple(calls), answer, tuple(errors))
 
 
-def _parse_dict(action: Mapping, prefix: str, max_chars: int | None) -> ParsedTurn:
+def _parse_dict(action: Mapping, prefix: str, max_chars: int | None, tools: bool) -> ParsedTurn:
     role = action.get("role", "assistant")
     content = action.get("content")
     if content is None:
@@ -140,7 +146,7 @@ def _parse_dict(action: Mapping, prefix: str, max_chars: int | None) -> ParsedTu
         )
     raw_calls = action.get("tool_calls")
     if not raw_calls:
-        turn = _parse_text(content, prefix)
+        turn = _parse_text(content, prefix, tools)
         return _with_error(turn, too_long) if too_long else turn
     if too_long:  # the content alone uses up the budget: no call is kept
         return ParsedTurn(assistant(content), content, (), _last_answer(content), (too_long + "; its tool calls were dropped",))

@@ -35,7 +35,8 @@ class CodeEnv(TextEnv):
     or, with no fence, the whole message. For HumanEval tasks the prompt is prepended, so either a
     full function or just its body works.
 
-    **Tools.** None.
+    **Tools.** None: ``<tool_call>`` in text is text of the submission; a dict action's
+    ``tool_calls`` are answered with an error and use no attempt.
 
     **Reward.** 1.0 when every test passes, else 0.0; with ``reward="fraction"`` the fraction of
     tests the final submission passed. Given when the episode ends.

@@ -131,6 +131,39 @@ def test_dict_action_is_accepted(env):
     assert env.step({"role": "assistant", "content": "```python\ndef f(x):\n    return x + 2\n```"})[1] == 1.0
 
 
+INC = {"prompt": "p", "entry_point": "f", "tests": [{"args": [2], "expected": 3}]}
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "def f(x):\n    tag = '<tool_call>'\n    return x + 1\n",  # a string literal, no closing tag
+        "def f(x):\n    return x + 1  # emits </tool_call>\n",  # a closing tag alone
+        "def f(x):\n    return x + 1\n# <tool_call>{oops}</tool_call>\n",  # a broken call in a comment
+    ],
+)
+def test_tool_call_tags_in_code_are_code(env, code):
+    """Code-v0 has no tools: the tags are text of the program, which is graded, not a parse error."""
+    env.reset(options={"task": INC})
+    obs, reward, terminated, truncated, info = env.step(f"I never call <tool_call> here.\n```python\n{code}```")
+    assert reward == 1.0 and terminated and info["error"] is None
+
+
+def test_a_bare_tool_call_is_graded_as_the_whole_message(env):
+    env.reset(options={"task": INC})
+    obs, reward, terminated, truncated, info = env.step('<tool_call>{"name": "run", "arguments": {')
+    assert info["error"] is None and info["verification"]["load_error"] and reward == 0.0
+    assert "SyntaxError" in obs[-1]["content"] and not terminated
+
+
+def test_dict_tool_calls_are_answered_with_an_error_and_use_no_attempt(env):
+    env.reset(options={"task": INC})
+    calls = [{"id": "c1", "type": "function", "function": {"name": "run", "arguments": "{}"}}]
+    obs, reward, terminated, truncated, info = env.step({"role": "assistant", "content": "", "tool_calls": calls})
+    assert "no tools" in info["error"] and "verification" not in info and env.attempts == 0
+    assert obs[-1]["role"] == "tool" and obs[-1]["tool_call_id"] == "c1"  # every call is answered, as OpenAI needs
+
+
 @pytest.mark.parametrize(
     "hack",
     [
@@ -152,8 +185,8 @@ def test_fuzzed_actions_never_crash(env, action):
     env.reset(seed=1)
     obs, reward, terminated, truncated, info = env.step(action)
     assert reward in (0.0, 1.0) and obs[-1]["role"] == "user"
-    # a submission is verified; a malformed turn (a bare "<tool_call>": invalid JSON) is feedback
-    assert isinstance(info["verification"]["tests"], list) if info["error"] is None else "verification" not in info
+    # Code-v0 has no tools, so every text turn is a submission (a bare "<tool_call>" is just text)
+    assert info["error"] is None and isinstance(info["verification"]["tests"], list)
 
 
 def test_huge_action_is_cut_and_reported(env):
