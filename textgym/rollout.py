@@ -259,6 +259,8 @@ def collect(
 
     With :class:`textgym.wrappers.TokenObservation` sub-envs, token fields come from
     ``info["trajectory"]``, and the policy's logprobs are passed along with its ids.
+    A turn the policy flags in ``PolicyOutput.cut`` (its token limit cut it) that ends an unsolved
+    episode makes the record's ``end_reason`` ``length``.
 
     Timing: ``turn_timing`` holds, per turn, the seconds of the batched policy call and of the
     vector step that the turn was part of; ``timing`` their sums and ``wall_s``, from the episode's
@@ -332,6 +334,7 @@ def collect(
         output = policy.act(list(observations), list(infos_by_slot))
         t1 = time.perf_counter()
         observations, rewards, terminated, truncated, infos = venv.step(_env_actions(observations, output))
+        cuts = getattr(output, "cut", None)
         t2 = time.perf_counter()
         for i, episode in enumerate(slots):
             infos_by_slot[i] = _slot_info(infos, i)
@@ -346,7 +349,8 @@ def collect(
                     final_obs, final_info = observations[i], infos_by_slot[i]
                 _note_verification(episode, final_info)
                 done = bool(terminated[i]), bool(truncated[i])
-                results[episode.index] = _record(episode, env_id, final_obs, final_info, *done, group_size, env_kwargs)
+                cut = bool(cuts[i]) if cuts is not None else False
+                results[episode.index] = _record(episode, env_id, final_obs, final_info, *done, group_size, env_kwargs, cut)
                 slots[i] = None
             else:
                 _note_verification(episode, infos_by_slot[i])
@@ -369,6 +373,9 @@ def _env_actions(observations: Sequence[Any], output: Any) -> list[Any]:
     actions = list(output.actions)
     if len(actions) != len(observations):
         raise ValueError(f"the policy returned {len(actions)} actions for {len(observations)} observations")
+    cuts = getattr(output, "cut", None)  # an output made before PolicyOutput had it
+    if cuts is not None and len(cuts) != len(actions):
+        raise ValueError(f"the policy returned {len(cuts)} cut flags for {len(actions)} actions")
     logprobs = output.logprobs or [None] * len(actions)
     return [
         {"ids": a, "logprobs": lp} if lp is not None and isinstance(obs, np.ndarray) else a
@@ -385,7 +392,9 @@ def _record(
     truncated: bool,
     group_size: int,
     env_kwargs: dict[str, Any] | None,
+    cut: bool = False,
 ) -> Rollout:
+    """One episode's record; ``cut``: the policy's token limit cut the turn that ended it."""
     trajectory = info.get("trajectory")
     messages = trajectory.messages if trajectory is not None else final_obs
     turn_timing = episode.turn_timing
@@ -405,7 +414,7 @@ def _record(
         turns=len(turn_timing),
         terminated=terminated,
         truncated=truncated,
-        end_reason=info.get("end_reason"),
+        end_reason=_end_reason(info.get("end_reason"), cut),
         token_ids=None if trajectory is None else trajectory.token_ids,
         loss_mask=None if trajectory is None else trajectory.loss_mask,
         logprobs=None if trajectory is None else trajectory.logprobs,
@@ -417,6 +426,12 @@ def _record(
         verifications=episode.verifications or None,
         env_kwargs=env_kwargs,
     )
+
+
+def _end_reason(reason: str | None, cut: bool) -> str | None:
+    """``length`` for an unsolved episode whose last turn the policy's token limit cut (an
+    endpoint's ``finish_reason``), as TokenObservation decides for ids without a stop token."""
+    return "length" if cut and reason in ("failure", "max_turns") else reason
 
 
 _VECTOR_KWARGS = frozenset({"num_envs", "vectorization_mode", "vector_kwargs", "wrappers"})

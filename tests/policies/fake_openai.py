@@ -2,7 +2,8 @@
 
 The request's model name picks the script: ``text`` answers with logprobs, ``tool`` returns
 native ``tool_calls``, ``slow`` replies after 2 s, ``flaky`` fails with HTTP 500 until its third
-request, ``sleepy`` sleeps briefly so a test can count the requests in flight at once.
+request, ``sleepy`` sleeps briefly so a test can count the requests in flight at once, ``long`` is cut by
+``max_tokens`` (``finish_reason: "length"``) in the middle of a wrong answer.
 """
 
 import json
@@ -59,6 +60,9 @@ class Handler(BaseHTTPRequestHandler):
         message = {"role": "assistant", "content": "<answer>7</answer>"}
         logprobs = {"content": [{"token": t, "logprob": -0.25 * (i + 1), "bytes": None, "top_logprobs": []}
                                 for i, t in enumerate(["<answer>", "7", "</answer>"])]}
+        finish = "stop"
+        if model == "long":  # max_tokens cut the reply in the middle of its answer
+            message, finish = {"role": "assistant", "content": "<answer>1"}, "length"
         if model == "tool":
             n = len(body["messages"])
             message = {"role": "assistant", "content": None, "tool_calls": [{
@@ -67,7 +71,7 @@ class Handler(BaseHTTPRequestHandler):
             logprobs = None
         self.send(200, {
             "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": logprobs}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": logprobs}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
         })
 

@@ -1,13 +1,15 @@
 """OpenAIPolicy against a scripted OpenAI-compatible server on loopback (see fake_openai.py)."""
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
 from tests.policies.fake_openai import serve, stop
-from tests.policies.toy import CountdownEnv
+from tests.policies.toy import ENV_ID, CountdownEnv
 from textgym.error import EndpointError
 from textgym.messages import thaw
 from textgym.policies import OpenAIPolicy
+from textgym.rollout import collect
 
 pytest.importorskip("openai")
 
@@ -52,6 +54,20 @@ def test_native_tool_calls_become_actions_the_env_runs(server):
     assert server.requests[-1]["tools"] == info["tools"]
     assert server.requests[-1]["messages"][-2]["tool_calls"][0]["function"]["name"] == "check"
     policy.close()
+
+
+def test_a_reply_cut_by_max_tokens_ends_the_episode_as_length(server):
+    """finish_reason "length" is the endpoint's word for a cut turn: the record says ``length``,
+    as TokenObservation says for sampled ids without a stop token; a stopped reply stays ``failure``."""
+    for model, reason in (("long", "length"), ("text", "failure")):
+        policy = OpenAIPolicy(server.url, model, max_tokens=3)
+        out = policy.act(*[[x] for x in episode_start()[1:]])
+        assert out.cut == [model == "long"]
+        venv = gym.make_vec(ENV_ID, num_envs=2)
+        records = collect(venv, policy, seeds=[0, 1])  # secrets 18 and 10: both answers are wrong
+        assert [(r.terminated, r.success, r.end_reason) for r in records] == [(True, False, reason)] * 2
+        venv.close()
+        policy.close()
 
 
 def test_requests_run_concurrently_up_to_the_limit(server):

@@ -17,10 +17,14 @@ class PolicyOutput:
 
     ``actions[i]`` is a str, an assistant message dict, or (for token envs) an ``int32`` array of
     generated ids. ``logprobs[i]`` is a ``float32`` array aligned with those ids, or None.
+    ``cut[i]`` is True when the policy's token limit cut action ``i`` (an endpoint's
+    ``finish_reason == "length"``): if that turn ends the episode unsolved, the rollout's
+    ``end_reason`` is ``length``. Token envs need no flag (a sample without a stop token says it).
     """
 
     actions: list[Any]
     logprobs: list[np.ndarray | None] | None = None
+    cut: list[bool] | None = None
 
 
 @runtime_checkable

@@ -3,8 +3,10 @@
 Used for evaluation and reward profiling of real models. The conversation is sent as it is,
 tools go natively as ``tools=`` (from the schemas the env declared at reset), and a reply's
 ``tool_calls`` come back as an OpenAI assistant-message dict, which every env accepts as an
-action. Requests of a batch run concurrently in threads; timeouts and retries (with backoff on
-timeouts, connection errors, 429 and 5xx) are the ``openai`` client's own.
+action; a reply cut by ``max_tokens`` (``finish_reason == "length"``) is flagged in
+``PolicyOutput.cut``, so an episode it ends is recorded as ``length``. Requests of a batch run
+concurrently in threads; timeouts and retries (with backoff on timeouts, connection errors, 429
+and 5xx) are the ``openai`` client's own.
 """
 
 from __future__ import annotations
@@ -95,9 +97,10 @@ class OpenAIPolicy:
                     "use it on text envs, not TokenObservation envs"
                 )
         replies = list(self._pool.map(self._complete, observations, [self.tools[i] for i in range(len(observations))]))
-        actions = [a for a, _ in replies]
-        logprobs = [lp for _, lp in replies]
-        return PolicyOutput(actions, logprobs if any(lp is not None for lp in logprobs) else None)
+        actions = [a for a, _, _ in replies]
+        logprobs = [lp for _, lp, _ in replies]
+        cut = [c for _, _, c in replies]
+        return PolicyOutput(actions, logprobs if any(lp is not None for lp in logprobs) else None, cut)
 
     def close(self) -> None:
         """Stop the request threads and the HTTP connection pool."""
@@ -124,7 +127,8 @@ class OpenAIPolicy:
             raise EndpointError(f"{self.base_url}: cannot connect ({exc})") from None
         if not response.choices:
             raise EndpointError(f"{self.base_url}: the reply has no choices")
-        return action_from_choice(response.choices[0])
+        choice = response.choices[0]
+        return (*action_from_choice(choice), choice.finish_reason == "length")  # max_tokens cut the reply
 
 
 def action_from_choice(choice: Any) -> tuple[str | dict[str, Any], np.ndarray | None]:
