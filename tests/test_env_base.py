@@ -265,6 +265,17 @@ def test_every_episode_ends_with_one_end_reason():
     assert env.step("x" * 1000)[4]["end_reason"] == "length"  # the turn that ended it was cut
 
 
+@pytest.mark.parametrize("content", ["", "short"])
+def test_a_dict_action_cut_in_its_tool_calls_ends_as_length_like_a_cut_text(content):
+    """Content under the budget, tool calls past it: the calls are dropped, the turn was cut."""
+    env = GuessEnv(max_turns=1, max_action_chars=100)
+    env.reset(seed=0)
+    calls = [{"type": "function", "function": {"name": "check", "arguments": {"number": 50, "pad": "p" * 200}}}]
+    obs, _, _, truncated, info = env.step({"role": "assistant", "content": content, "tool_calls": calls})
+    assert truncated and "dropped" in info["error"] and info["end_reason"] == "length"
+    assert env.checks == 0 and "tool_calls" not in obs[-2]
+
+
 class BrokenGuessEnv(GuessEnv):
     """Its checker fails like a database that went away."""
 

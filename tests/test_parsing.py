@@ -166,3 +166,12 @@ def test_without_tools_tags_are_text_and_dict_calls_an_error():
     dict_turn = parse_turn(action, tools=False)
     assert "no tools" in dict_turn.error and [c.name for c in dict_turn.tool_calls] == ["f"]
     assert parse_turn({"role": "assistant", "content": text}, tools=False).errors == ()
+
+
+def test_cut_says_whether_max_chars_cut_the_action():
+    calls = [{"function": {"name": "f", "arguments": {"a": "x" * 50}}}]
+    assert parse_turn("x" * 11, max_chars=10).cut and not parse_turn("x" * 10, max_chars=10).cut
+    assert parse_turn(dict_action(*[{"a": "x" * 50}]), max_chars=30).cut  # the calls alone are over
+    assert parse_turn({"role": "assistant", "content": "x" * 31, "tool_calls": calls}, max_chars=30).cut
+    assert not parse_turn(dict_action({"a": 1}), max_chars=1000).cut
+    assert not parse_turn("<tool_call>{oops}</tool_call>", max_chars=1000).cut  # an error, not a cut

@@ -144,7 +144,7 @@ class TextEnv(gym.Env):
             action, call_id_prefix=f"call_{self.turn + 1}", max_chars=self.max_action_chars, tools=self.tools is not None
         )
         if turn.errors:
-            cut = "length" if self._over_budget(action) else None
+            cut = "length" if turn.cut else None  # text, content or tool calls past max_action_chars
             outcome = Outcome(messages=self._feedback(turn, turn.error), error=turn.error, end_reason=cut)
         else:
             outcome = self.respond(turn)
@@ -183,11 +183,6 @@ class TextEnv(gym.Env):
         if self.dataset is not None:
             return self.dataset[int(self.np_random.integers(len(self.dataset)))]
         return self.generate_task(self.np_random)
-
-    def _over_budget(self, action: Any) -> bool:
-        """Whether the action was cut to ``max_action_chars`` (text, or a message's content)."""
-        text = action.get("content") if isinstance(action, Mapping) else action
-        return isinstance(text, str) and len(text) > self.max_action_chars
 
     def _feedback(self, turn: ParsedTurn, error: str) -> list[FrozenDict]:
         """Explain a malformed turn: an error for each identified tool call, else a user message."""

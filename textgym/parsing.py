@@ -77,6 +77,9 @@ class ParsedTurn:
     tool_calls: tuple[ToolCall, ...] = ()
     answer: str | None = None
     errors: tuple[str, ...] = ()
+    cut: bool = False
+    """``max_chars`` cut the action (its text, its content or its tool calls): the env ends such a
+    turn's episode as ``length``."""
     _code: Any = field(default=_UNSET, init=False, repr=False, compare=False)
 
     @property
@@ -110,7 +113,7 @@ def parse_turn(
     if isinstance(action, str):
         if max_chars is not None and len(action) > max_chars:
             turn = _parse_text(action[:max_chars], call_id_prefix, tools)
-            return _with_error(turn, f"the action is {len(action)} characters; the limit is {max_chars}")
+            return _with_error(turn, f"the action is {len(action)} characters; the limit is {max_chars}", cut=True)
         return _parse_text(action, call_id_prefix, tools)
     if isinstance(action, Mapping):
         turn = _parse_dict(action, call_id_prefix, max_chars, tools)
@@ -118,8 +121,8 @@ def parse_turn(
     raise InvalidAction(f"expected the assistant turn as a str or a message dict, got {type(action).__name__}")
 
 
-def _with_error(turn: ParsedTurn, error: str) -> ParsedTurn:
-    return ParsedTurn(turn.message, turn.text, turn.tool_calls, turn.answer, (error, *turn.errors))
+def _with_error(turn: ParsedTurn, error: str, cut: bool = False) -> ParsedTurn:
+    return ParsedTurn(turn.message, turn.text, turn.tool_calls, turn.answer, (error, *turn.errors), cut or turn.cut)
 
 
 def _parse_text(text: str, prefix: str, tools: bool = True) -> ParsedTurn:
@@ -143,20 +146,22 @@ def _parse_dict(action: Mapping, prefix: str, max_chars: int | None, tools: bool
             message=assistant(text),
             text=text,
             errors=(f"an assistant message needs role 'assistant' and str content, got role={role!r}",),
+            cut=too_long is not None,
         )
     raw_calls = action.get("tool_calls")
     if not raw_calls:
         turn = _parse_text(content, prefix, tools)
-        return _with_error(turn, too_long) if too_long else turn
+        return _with_error(turn, too_long, cut=True) if too_long else turn
     if too_long:  # the content alone uses up the budget: no call is kept
-        return ParsedTurn(assistant(content), content, (), _last_answer(content), (too_long + "; its tool calls were dropped",))
-    calls, errors, openai_calls = [], [], []
+        return ParsedTurn(assistant(content), content, (), _last_answer(content), (too_long + "; its tool calls were dropped",), True)
+    calls, errors, openai_calls, cut = [], [], [], False
     if not isinstance(raw_calls, (list, tuple)):
         raw_calls, errors = [], ["tool_calls must be a list"]
     budget = None if max_chars is None else max_chars - len(content)
     for i, raw in enumerate(raw_calls):
         if budget is not None and _raw_arguments_chars(raw) > budget:  # too long to be worth decoding
             errors.insert(0, _over_limit(max_chars, i))
+            cut = True
             break
         default_id = f"{prefix}_{i}"
         try:
@@ -170,6 +175,7 @@ def _parse_dict(action: Mapping, prefix: str, max_chars: int | None, tools: bool
             budget -= _CALL_CHARS + own_id + len(call.name) + len(openai["function"]["arguments"])
             if budget < 0:
                 errors.insert(0, _over_limit(max_chars, i))
+                cut = True
                 break
         calls.append(call)
         openai_calls.append(openai)
@@ -179,6 +185,7 @@ def _parse_dict(action: Mapping, prefix: str, max_chars: int | None, tools: bool
         tool_calls=tuple(calls),
         answer=_last_answer(content),
         errors=tuple(errors),
+        cut=cut,
     )
 
 
