@@ -140,7 +140,9 @@ class FloorAdapter(TextgymAdapter):
                 return self.conversation, 0.0, False, False, {}
 
         if "bench/Floor-v0" not in gym.registry:
-            gym.register("bench/Floor-v0", entry_point=Floor, disable_env_checker=False)
+            # wrapped as gym.make wraps textgym's ids (which leave out the passive checker)
+            checker_off = gym.spec("textgym/Sudoku-v0").disable_env_checker
+            gym.register("bench/Floor-v0", entry_point=Floor, disable_env_checker=checker_off)
         self.floor = gym.make("bench/Floor-v0")
         self.left = 0
         self.episodes: list[list[str]] = []  # the first 20 seeds' moves, then again in turn

@@ -5,6 +5,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import textgym
+from textgym.error import InvalidTask
 from textgym.registration import ENVS
 
 IDS = [entry.id for entry in ENVS]
@@ -45,3 +46,17 @@ def test_oracle_solves_and_info_contract(env_id):
                 break
         assert terminated and reward == 1.0 and info["success"] is True
         assert "verification" in info
+
+
+@pytest.mark.parametrize("vector", [False, True])
+@pytest.mark.parametrize("env_id", IDS)
+def test_a_failed_first_reset_leaves_the_env_usable(env_id, vector):
+    """Gymnasium's passive checker broke the first step after a first reset that raised."""
+    env = gym.make_vec(env_id, num_envs=1) if vector else gym.make(env_id)
+    with pytest.raises(InvalidTask):
+        env.reset(options={"task": {"nonsense": 1}})
+    env.reset(seed=0)
+    actions = env.call("oracle_action") if vector else env.unwrapped.oracle_action()
+    *_, info = env.step(list(actions) if vector else actions)
+    assert (info["turn"] == [1]).all() if vector else info["turn"] == 1
+    env.close()
