@@ -148,10 +148,7 @@ class TextEnv(gym.Env):
             outcome = Outcome(messages=self._feedback(turn, turn.error), error=turn.error, end_reason=cut)
         else:
             outcome = self.respond(turn)
-        # The turn counts once it has been answered: a step that raises leaves turn and conversation as they were.
-        self.turn += 1
-        self.conversation += (turn.message, *outcome.messages)  # one copy of the past turns (a star-unpack makes two)
-        return self._finish(outcome)
+        return self._answered(turn.message, outcome)
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":
@@ -190,6 +187,14 @@ class TextEnv(gym.Env):
         if turn.tool_calls and turn.message.get("tool_calls"):
             return [tool(json.dumps({"error": text}), c.id, c.name) for c in turn.tool_calls]
         return [user(text)]
+
+    def _answered(self, message: FrozenDict, outcome: Outcome):
+        """Count the turn, append the agent's message and the env's reply, and return the step's
+        five values (the step's tail, shared with an env's own fast path for its common action)."""
+        # The turn counts once it has been answered: a step that raises leaves turn and conversation as they were.
+        self.turn += 1
+        self.conversation += (message, *outcome.messages)  # one copy of the past turns (a star-unpack makes two)
+        return self._finish(outcome)
 
     def _finish(self, outcome: Outcome):
         terminated = bool(outcome.terminated)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from functools import lru_cache
+from itertools import product
 from typing import Any, Literal
 
 import numpy as np
@@ -13,10 +13,10 @@ from textgym.env import Outcome, TextEnv, tool_messages
 from textgym.error import InvalidTask, ResetNeeded, ToolError
 from textgym.envs.sudoku import grid
 from textgym.envs.sudoku.solver import BOX_SHAPES, Masks, generate, geometry
-from textgym.messages import FrozenDict, system, user
+from textgym.messages import FrozenDict, assistant, system, tool, user
 from textgym.parsing import ParsedTurn
 from textgym.tasks import Task, task_id
-from textgym.tools import Tool, Toolset
+from textgym.tools import Tool, Toolset, to_json
 
 Difficulty = Literal["easy", "medium", "hard"]
 RewardMode = Literal["binary", "dense"]
@@ -30,6 +30,12 @@ BLANKS: dict[int, dict[str, int]] = {
 
 MAX_BLANKS = {4: 11, 6: 24, 9: 56}
 """The most blanks ``blanks=`` accepts: random digging reaches them in a few tries at most."""
+
+MOVE = '<tool_call>{"name": "place", "arguments": {"row": %d, "col": %d, "digit": %d}}</tool_call>'
+"""One move as the prompt writes it (``MOVE % (row, col, digit)``); ``step`` answers exactly this
+text, for on-board values, without the general parser (see ``SudokuEnv.step``)."""
+_MOVE_CHARS = len(MOVE % (1, 1, 1))  # every on-board move of a board of at most 9x9
+_FILLED = "every cell is filled and no row, column or box repeats a digit"
 
 
 class SudokuEnv(TextEnv):
@@ -137,6 +143,7 @@ class SudokuEnv(TextEnv):
         )
         self._toolset = Toolset([Tool(self.place)])
         self.board: list[int] = []
+        self._moves: dict[str, tuple[int, int, int]] = {}  # this board's well-formed moves (_moves(n))
         self._fresh: tuple[Task, list[int], list[int]] | None = None  # (task, puzzle, solution) last generated
 
     # ----- tasks -----
@@ -182,6 +189,7 @@ class SudokuEnv(TextEnv):
         self.board = list(puzzle)
         self._text = grid.format_board(puzzle, self._n)  # the board as drawn, kept in step with it
         self._offsets = grid.cell_offsets(self._n)
+        self._moves = _moves(self._n)
         self._masks = Masks(self._geo, self.board)
         self._blank_count = puzzle.count(0)
         self._empty = self._blank_count
@@ -207,6 +215,26 @@ class SudokuEnv(TextEnv):
     @property
     def tools(self) -> Toolset:
         return self._toolset
+
+    def step(self, action: Any):
+        """TextEnv's step, answering the usual action, one move written exactly as :data:`MOVE`
+        with on-board values, without parsing it (issue 14: parsing was a third of a 4x4 step).
+
+        The reply is the one the general path gives: the same messages, reward and info (a test
+        steps thousands of actions through both). A move ``place`` refuses changed nothing, so it
+        goes the general way, as does everything else (several calls, other spacing, answers).
+        """
+        move = self._moves.get(action) if type(action) is str and len(action) == _MOVE_CHARS <= self.max_action_chars else None
+        if move is None or self._done:
+            return super().step(action)
+        before = self._potential() if self._dense else 0.0
+        try:
+            result = self.place(*move)
+        except ToolError:
+            return super().step(action)
+        messages = [tool(to_json(result), f"call_{self.turn + 1}_0", "place")]
+        outcome = self._moved(messages, before) if self._empty else self._end(messages, True, "moves", _FILLED, before, [])
+        return self._answered(assistant(action), outcome)
 
     def place(self, row: int, col: int, digit: int) -> str:
         """Write a digit into a cell that is blank in the puzzle (your own earlier digits may be overwritten).
@@ -242,8 +270,7 @@ class SudokuEnv(TextEnv):
         before = self._potential() if dense else 0.0  # only dense rewards look at it
         messages, errors = tool_messages(self._toolset, turn)
         if not errors and turn.answer is None and turn.tool_calls and self._empty:  # moves only: most steps
-            messages.append(user(f"Board ({self._empty} empty cells left):\n{self._text}"))
-            return Outcome(messages, self._potential() - before if dense else 0.0)
+            return self._moved(messages, before)
         rejected = len(errors)
         if turn.answer is not None:
             rows, reason = grid.read_answer(turn.answer, self._n)
@@ -254,8 +281,7 @@ class SudokuEnv(TextEnv):
                 return self._end(messages, ok, "answer", reason, before, errors, board="".join(rows))
             errors.append(f"<answer> is not a {self._n}x{self._n} grid: {reason}")
         if self._empty == 0:
-            reason = "every cell is filled and no row, column or box repeats a digit"
-            return self._end(messages, True, "moves", reason, before, errors)
+            return self._end(messages, True, "moves", _FILLED, before, errors)
         if not turn.tool_calls and turn.answer is None:
             errors.append("no move found: call the place tool or give the full grid after <answer>")
         notes = [f"{rejected} of {len(turn.tool_calls)} moves rejected (see the tool results)."] if rejected else []
@@ -263,6 +289,11 @@ class SudokuEnv(TextEnv):
         notes.append(f"Board ({self._empty} empty cells left):\n{self._text}")
         messages.append(user("\n".join(notes)))
         return Outcome(messages=messages, reward=self._shaped(before), error="; ".join(errors) or None)
+
+    def _moved(self, messages: list[FrozenDict], before: float) -> Outcome:
+        """The reply to a turn of accepted moves that leaves cells empty: the board as it is now."""
+        messages.append(user(f"Board ({self._empty} empty cells left):\n{self._text}"))
+        return Outcome(messages, self._potential() - before if self._dense else 0.0)
 
     def verdict(self) -> tuple[bool, Any]:
         return False, self._verification("truncation", f"the turn limit was reached with {self._empty} empty cells")
@@ -297,12 +328,7 @@ class SudokuEnv(TextEnv):
             else:
                 board = grid.format_board(digits, n)
             return f"<answer>\n{board}\n</answer>"
-        return "".join(
-            '<tool_call>{"name": "place", "arguments": '
-            + json.dumps({"row": i // n + 1, "col": i % n + 1, "digit": self.solution[i]})
-            + "}</tool_call>"
-            for i in cells
-        )
+        return "".join(MOVE % (i // n + 1, i % n + 1, self.solution[i]) for i in cells)
 
     def _noisy_solution(self, noise: float) -> list[int]:
         """The solution with each blank replaced by a random digit with probability ``noise``;
@@ -380,11 +406,17 @@ class SudokuEnv(TextEnv):
 
 
 @lru_cache(maxsize=None)
+def _moves(n: int) -> dict[str, tuple[int, int, int]]:
+    """Every on-board move of an ``n x n`` board as :data:`MOVE` writes it, to its ``(row, col, digit)``."""
+    return {MOVE % move: move for move in product(range(1, n + 1), repeat=3)}
+
+
+@lru_cache(maxsize=None)
 def _system_prompt(n: int) -> str:
     """The rules and both action formats for an ``n x n`` board (cached: one string per size)."""
     br, bc = BOX_SHAPES[n]
     example = grid.format_board([0] * (n * n), n).replace(".", "d")
-    call = '<tool_call>{"name": "place", "arguments": {"row": 1, "col": 2, "digit": 3}}</tool_call>'
+    call = MOVE % (1, 2, 3)
     return (
         f"You are solving a {n}x{n} Sudoku. Fill every empty cell ('.') with a digit 1-{n} so that each row, "
         f"each column and each {br}x{bc} box (outlined by the box lines) contains every digit 1-{n} exactly "
