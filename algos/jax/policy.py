@@ -52,7 +52,10 @@ def _special_ids(path: str | os.PathLike, config: ModelConfig) -> tuple[int, tup
 @partial(jax.jit, static_argnames=("graphdef",))
 def _score(graphdef: nnx.GraphDef, params, ids, mask, temperature):
     logits, _ = nnx.merge(graphdef, params)(ids, positions_from_mask(mask), mask)
-    return token_logprobs(logits, ids, temperature) * mask
+    # A token right after padding (a row's first after left padding) has no real token before it:
+    # its logits come from a padding query that attends to nothing real (an all-masked row is
+    # uniform over every slot, later ones too), so it is 0, as at t = 0 and as the torch backend says.
+    return token_logprobs(logits, ids, temperature) * mask * jnp.pad(mask[:, :-1], ((0, 0), (1, 0)))
 
 
 class Policy:
@@ -98,7 +101,9 @@ class Policy:
             temperature: Divides the logits (use the sampling temperature).
 
         Returns:
-            ``lp[b, t] = log p(ids[b, t] | ids[b, :t])``; 0 at ``t = 0`` and where ``mask`` is 0.
+            ``lp[b, t] = log p(ids[b, t] | ids[b, :t])``; 0 at ``t = 0``, where ``mask`` is 0 and
+            where ``mask[b, t - 1]`` is 0 (nothing real precedes the token), so left and right
+            padding give the same numbers.
         """
         ids, mask = np.asarray(ids, np.int32), np.asarray(mask, np.int32)
         if ids.ndim != 2 or ids.shape != mask.shape:
@@ -109,9 +114,7 @@ class Policy:
         padded_mask = np.zeros((rows, length), np.int32)
         padded_ids[:b, :t], padded_mask[:b, :t] = ids, mask
         out = _score(self.graphdef, self.params, padded_ids, padded_mask, np.float32(temperature))
-        lp = np.array(jax.device_get(out))[:b, :t]
-        lp[:, 0] = 0.0
-        return lp
+        return np.array(jax.device_get(out))[:b, :t]
 
     def generate(
         self,

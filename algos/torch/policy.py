@@ -28,8 +28,9 @@ from textgym.algos.torch.sampler import generate, last_position, token_logprobs
 def sequence_logprobs(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """Logprob of every token given the ones before it, aligned with ``ids`` (differentiable).
 
-    ``out[:, t] = log p(ids[:, t] | ids[:, :t])``; position 0 and padding (``mask == 0``) are 0.
-    Position ids count real tokens only, so left and right padding give the same numbers.
+    ``out[:, t] = log p(ids[:, t] | ids[:, :t])``; position 0, padding (``mask == 0``) and a token
+    right after padding (nothing real precedes it) are 0. Position ids count real tokens only, so
+    left and right padding give the same numbers.
     """
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, T)
     logits = model(input_ids=ids, attention_mask=mask.long(), position_ids=positions, use_cache=False).logits
@@ -124,7 +125,8 @@ class Policy:
 
     @torch.no_grad()
     def logprobs(self, ids: np.ndarray, mask: np.ndarray, *, temperature: float = 1.0) -> np.ndarray:
-        """Per-token logprobs of a batch, aligned with ``ids`` (0 at position 0 and on padding).
+        """Per-token logprobs of a batch, aligned with ``ids`` (0 at position 0, on padding and
+        right after it: see :func:`sequence_logprobs`).
 
         Args:
             ids: ``(B, T)`` int token ids.

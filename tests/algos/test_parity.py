@@ -55,6 +55,25 @@ def test_logprobs_agree_to_1e_4(model_dir):
     np.testing.assert_allclose(t2, j2, atol=1e-4)
 
 
+def test_logprobs_agree_on_left_padding_at_the_first_real_token(model_dir):
+    """Left padding: both report 0 where nothing real precedes a token, as at an unpadded row's
+    start (JAX once reported a value there, from a padding query, that moved with later tokens)."""
+    rng = np.random.default_rng(3)
+    row = rng.integers(0, 270, 12).astype(np.int32)
+    later = row.copy()
+    later[-1] = (row[-1] + 1) % 270  # only the last token differs: nothing before it may move
+    pad = np.zeros(4, np.int32)
+    ids = np.stack([np.r_[pad, row], np.r_[pad, later], np.r_[row, pad]])
+    mask = np.stack([np.r_[pad, np.ones(12, np.int32)]] * 2 + [np.r_[np.ones(12, np.int32), pad]])
+    t = torch_backend.load_policy(model_dir).logprobs(ids, mask)
+    j = jax_backend.load_policy(model_dir).logprobs(ids, mask)
+    np.testing.assert_allclose(t, j, atol=1e-4)
+    for lp in (t, j):
+        assert lp[0, 4] == 0.0 and lp[1, 4] == 0.0  # the first real token after the padding
+        np.testing.assert_allclose(lp[0, 4:], lp[2, :12], atol=1e-5)  # left and right padding agree
+        np.testing.assert_allclose(lp[0, :-1], lp[1, :-1], atol=1e-5)  # no position sees a later token
+
+
 def test_losses_agree_to_1e_5_and_equal_the_numpy_reference(model_dir):
     batch = pack(rollouts(1), CONFIG, pad_id=0)
     t_policy, j_policy = torch_backend.load_policy(model_dir), jax_backend.load_policy(model_dir)
