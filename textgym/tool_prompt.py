@@ -89,8 +89,12 @@ class ToolPrompt:
     def apply(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-        """``(messages, tools)`` to render: plain dicts, rewritten where the template needs it."""
-        out = [dict(m) for m in messages]
+        """``(messages, tools)`` to render: plain dicts, rewritten where the template needs it.
+
+        A message that is a ``dict`` already and needs no rewrite is passed on as it is (never
+        changed here: a rewrite makes a new dict).
+        """
+        out = [m if type(m) is dict else dict(m) for m in messages]
         if self.inline_calls:
             out = [_calls_as_text(m) if m.get("role") == "assistant" and m.get("tool_calls") else m for m in out]
         if not (self.inline_tools and tools):

@@ -105,9 +105,11 @@ class TemplateRenderer:
         """``messages`` as the template sees them, for :meth:`tail` (each made once, as in :meth:`render`)."""
         return [self._prepared_message(m) for m in messages]
 
-    def tail(self, chat: list[dict[str, Any]], start: int, tools: list | None, generation_prompt: bool) -> str:
+    def tail(self, chat: list[dict[str, Any]], start: int, tools: list | None, generation_prompt: bool) -> list[str] | None:
         """The rendering of the :meth:`prepare`-d messages ``chat`` without the header and the
-        messages before ``start``: the end of :meth:`render`'s text, where :meth:`reach` is not None.
+        messages before ``start``, as one text per message from ``start`` on and the footer's
+        (joined: the end of :meth:`render`'s text), where :meth:`reach` is not None; None where a
+        message holds the marker that splits them (:class:`~textgym.wrappers.chat_tail.TailTemplate`).
         The caller keeps ``chat`` from step to step and extends it (preparing a whole
         conversation at every step was a sixth of the wrapper's time)."""
         return self._tails[tools is not None].render(
@@ -146,10 +148,17 @@ class TemplateRenderer:
         if hit is None or hit[0] is not message:
             if len(self._messages) >= _MAX_PREPARED:
                 self._messages.clear()
-            plain = {k: v for k, v in message.items() if v is not None}
-            # A dict of exact strs without a reasoning field is what the helpers return for it.
-            if not all(type(k) is str and type(v) is str for k, v in plain.items()) or not self._reasoning.isdisjoint(plain):
-                plain = self._alias(self._plain([plain]))[0]
+            # A dict of exact strs (so no None) without a reasoning field is what the helpers
+            # return for it: the same dict serves (templates render in a sandbox that changes nothing).
+            plain = message
+            if not (
+                type(message) is dict
+                and all(type(k) is str and type(v) is str for k, v in message.items())
+                and self._reasoning.isdisjoint(message)
+            ):
+                plain = {k: v for k, v in message.items() if v is not None}
+                if not all(type(k) is str and type(v) is str for k, v in plain.items()) or not self._reasoning.isdisjoint(plain):
+                    plain = self._alias(self._plain([plain]))[0]
             hit = self._messages[id(message)] = (message, plain)  # held, so no id is reused while cached
         return hit[1]
 
@@ -280,6 +289,11 @@ class Codec:
         if self.backend is None:
             return self._reference_decode(ids)
         return self.backend.decode(ids, skip_special_tokens=False)
+
+    def decode_known(self, ids: np.ndarray) -> str | None:
+        """:meth:`decode` where the byte codec knows every id of ``ids``, else None (also for
+        other codecs): then each id is one of the byte codec's."""
+        return self.bytes.decode(ids) if self.bytes is not None else None
 
     def _agrees(self, probe: str) -> bool:
         text = probe + " ".join(map(str, getattr(self.tokenizer, "all_special_tokens", []))) + "  a\tb\n\nÉté 東京 🙂 </tool_call>"

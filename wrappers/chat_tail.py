@@ -20,7 +20,11 @@ where:
 
 The copy iterates ``messages[start:]`` with the same ``messages`` list in scope and
 ``loop.index0``, ``loop.index`` and ``loop.first`` offset by ``start``, so each body renders
-exactly as in the whole rendering. The header's statements are left out: the body and footer may
+exactly as in the whole rendering, and it returns each body's text apart (a marker written before
+each body and before the footer splits the output; a marker inside a message is counted, and then
+the copy gives None): a step renders only the bodies from ``len(messages) - reach`` on and compares
+them with those it rendered before, whatever the episode's length. The header's statements are
+left out: the body and footer may
 not read a name the header assigns. Anything outside this shape (another loop over ``messages``,
 ``loop.length``, macros, includes, a namespace written in the loop, a call to a global other than
 ``raise_exception``/``namespace``/``range``/``dict``, an unguarded ``messages[loop.index0 - 1]``
@@ -37,6 +41,7 @@ from jinja2 import nodes
 
 START = "textgym_tail_start"  # render variables of the copy: the first message's index...
 TAIL = "textgym_tail_messages"  # ...and messages[start:]
+MARK = "\x00\ufdd0textgym-body\ufdd0\x00"  # written before each body and the footer (noncharacters)
 _CALLABLE = frozenset({"raise_exception", "namespace", "range", "dict"})
 _ALLOWED = (
     nodes.Template, nodes.Output, nodes.TemplateData, nodes.Const, nodes.Name, nodes.NSRef, nodes.Getattr,
@@ -66,17 +71,20 @@ class TailTemplate:
         # rendering); this is the same context made from a plain copy of them.
         self._globals = dict(template.globals)
 
-    def render(self, messages: list, start: int, **context: Any) -> str:
-        """``header + body_start + ... + footer`` minus the header and the bodies before ``start``,
-        as ``template.render`` would give it."""
+    def render(self, messages: list, start: int, **context: Any) -> list[str] | None:
+        """``[body_start, ..., body_n, footer]``: the texts that ``template.render`` would give for
+        these messages, less the header and the bodies before ``start``; None where a message's
+        text holds the marker that splits them."""
         template = self.template
         env = template.environment
         names = {**self._globals, **context, "messages": messages, START: start, TAIL: messages[start:]}
         ctx = env.context_class(env, names, template.name, template.blocks, globals=self._globals)
         try:
-            return env.concat(template.root_render_func(ctx))
+            parts = env.concat(template.root_render_func(ctx)).split(MARK)
         except Exception:  # noqa: BLE001 - re-raised by Jinja as render() would raise it
             env.handle_exception()
+        # One marker before each body and one before the footer, nothing before the first one.
+        return parts[1:] if len(parts) == len(messages) - start + 2 and not parts[0] else None
 
 
 def tail_template(env: Any, source: str) -> TailTemplate | None:
@@ -93,11 +101,13 @@ def tail_template(env: Any, source: str) -> TailTemplate | None:
 
 def _rewrite(tree: nodes.Template, at: int) -> nodes.Template:
     """``tree`` (checked) changed in place into the tail copy: the loop at ``tree.body[at]`` over
-    ``messages[start:]`` with offset counters, then the footer."""
+    ``messages[start:]`` with offset counters, then the footer, each body and the footer opened
+    by the marker."""
     loop = tree.body[at]
     loop.iter = nodes.Name(TAIL, "load")
     _offset_loop(loop.body)
-    tree.body = tree.body[at:]
+    loop.body = [nodes.Output([nodes.TemplateData(MARK)]), *loop.body]
+    tree.body = [loop, nodes.Output([nodes.TemplateData(MARK)]), *tree.body[at + 1 :]]
     tree.set_environment(loop.environment)
     for node in tree.find_all(nodes.Node):
         node.lineno = node.lineno or 1

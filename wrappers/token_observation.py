@@ -36,8 +36,6 @@ from textgym.wrappers.chat_render import Codec, TemplateRenderer
 
 # Stands in for the assistant's text when the template's framing of a turn is measured.
 _PLACEHOLDER = "TextGym-Assistant-Turn"  # no edge whitespace: templates may trim
-# Messages in the rendered tail before it starts later (an extra rendering of the last few).
-_TAIL_MESSAGES = 8
 _FIX = (
     "token-in/token-out needs a prefix-preserving chat template (rendering more messages must only "
     "append text): pass TokenObservation(env, tokenizer, chat_template=...) a template that renders "
@@ -114,10 +112,16 @@ class TokenObservation(gym.Wrapper):
         self._tool_prompt = probe_tool_prompt(tokenizer, chat_template)  # tools reach templates that drop them
         self._renderer = TemplateRenderer(tokenizer, chat_template)
         self._codec = Codec(tokenizer)
+        # Every id the byte codec decodes is then a token id (see _sampled_text).
+        self._ids_known_valid = self._codec.bytes is not None and self._codec.bytes.size <= self.vocab_size
         self._thawed: dict[int, tuple] = {}  # id(message) -> (message, thawed), for one episode
         self._closing_text: str | None = None  # the template's text after an assistant turn
+        # The template's rendering of the conversation so far (`_rendered`): `_head`, then the texts
+        # of `_tail` where a tail is rendered (the step's part, see _one_render_bridge): (start, the
+        # texts of the loop's bodies of the messages from start on, then the footer's).
+        self._head = ""
+        self._tail: tuple[int, list[str]] | None = None
         self._probe()
-        self._rendered = ""  # the template's rendering of the conversation so far
         self._conversation: tuple = ()
         # What the template is given for the conversation so far (tool_prompt's rewrite), grown one
         # step at a time, and how many messages of the conversation it covers.
@@ -125,7 +129,6 @@ class TokenObservation(gym.Wrapper):
         self._view_tools: list[dict[str, Any]] | None = None
         self._view_size = -1
         self._chat: list[dict[str, Any]] = []  # the view prepared for the template (tail renderings)
-        self._tail: tuple[int, str] | None = None  # (start, the rendering's text from message start on)
         # The context as appended chunks: policy turns (sampled ids) and env text, in order.
         self._chunks: list[int] = []  # their sizes
         # The chunks joined, in the first `_size` ids of a buffer that grows by doubling (appending
@@ -155,7 +158,7 @@ class TokenObservation(gym.Wrapper):
         self._view_size = len(self._conversation)
         self._rendered = self._renderer.check(self._view, self._view_tools, True)
         self._chat = []
-        self._tail = self._anchor(True)
+        self._anchor()
         self._append((self._encode(self._rendered), False))
         return self._ids(), info
 
@@ -172,15 +175,16 @@ class TokenObservation(gym.Wrapper):
             ids, logprobs = self._message_ids(previous, closing), None
             bridge = closing + self._env_turn(previous, self._conversation[len(previous) :])
         else:
-            ids, logprobs, listed = self._sampled(action)
+            ids, logprobs = self._sampled(action)
             # The closing measured at an earlier step: the one-render check below confirms it.
             closing = self._closing(previous) if self._closing_text is None else self._closing_text
             # A sampled stop token that opens the turn's closing (<|im_end|>, <|eot_id|>) is part
             # of the trajectory but not of the message text; other special tokens stay as text.
-            stop = self._special_text(listed[-1]) if listed and listed[-1] in self._special_ids else ""
+            last = int(ids[-1]) if ids.size else None
+            stop = self._special_text(last) if last in self._special_ids else ""
             cut = not isinstance(action, str) and ids.size > 0 and not stop
             kept = bool(stop) and closing.startswith(stop)
-            result = self._step_env(self._decode(ids[:-1] if kept else ids), previous)
+            result = self._step_env(self._sampled_text(ids, ids[:-1] if kept else ids), previous)
             bridge = self._one_render_bridge(previous, closing)
             if bridge is None:  # the slow path, which re-measures the closing and names any fault
                 closing = self._closing(previous)
@@ -265,12 +269,12 @@ class TokenObservation(gym.Wrapper):
             text = self._special_texts[i] = self._decode(np.array([i], np.int32))
         return text
 
-    def _sampled(self, action: Any) -> tuple[np.ndarray, np.ndarray | None, list[int]]:
-        """Read an action as (ids, logprobs or None, the ids as a list)."""
+    def _sampled(self, action: Any) -> tuple[np.ndarray, np.ndarray | None]:
+        """Read an action as (ids, logprobs or None): ids a 1-D int array, checked to be token ids
+        by :meth:`_sampled_text`."""
         logprobs = None
         if isinstance(action, str):
-            ids = self._encode(action)
-            return ids, None, ids.tolist()
+            return self._encode(action), None
         if isinstance(action, Mapping):
             action, logprobs = action["ids"], action.get("logprobs")
         ids = np.asarray(action)
@@ -279,14 +283,26 @@ class TokenObservation(gym.Wrapper):
                 "expected the generated ids as a 1-D int array, a list of ints or text, "
                 f"got {type(action).__name__} of dtype {ids.dtype} and shape {ids.shape}"
             )
-        listed = ids.tolist()  # Python's min and max of it cost less than numpy's reductions here
-        if listed and (min(listed) < 0 or max(listed) >= self.vocab_size):
-            raise InvalidAction(f"token ids must be in [0, {self.vocab_size}), got min {min(listed)} and max {max(listed)}")
         if logprobs is not None:
             logprobs = np.asarray(logprobs, dtype=np.float32)
             if logprobs.shape != ids.shape:
                 raise InvalidAction(f"expected one logprob per id ({ids.size}), got shape {logprobs.shape}")
-        return ids.astype(np.int32), logprobs, listed
+        return ids, logprobs
+
+    def _sampled_text(self, ids: np.ndarray, body: np.ndarray) -> str:
+        """The text of ``body`` (``ids``, or ``ids`` without its stop token), after checking that
+        every id of ``ids`` is a token id.
+
+        The byte codec's decoding fails on any id it does not know, which are all ids outside the
+        vocabulary: where it succeeds, the range check is implied (a stop token left out of
+        ``body`` is a special id). Checking separately cost more than the decoding (issue 14).
+        """
+        text = self._codec.decode_known(body) if self._ids_known_valid else None
+        if text is None:
+            if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+                raise InvalidAction(f"token ids must be in [0, {self.vocab_size}), got min {ids.min()} and max {ids.max()}")
+            text = self._decode(body)
+        return text
 
     # ----- the chat template -----
 
@@ -317,13 +333,13 @@ class TokenObservation(gym.Wrapper):
             return None
         if self._view_size != len(previous):  # the slow path ran: rewrite the conversation anew
             self._view, self._view_tools = self._tool_prompt.apply([self._plain(m) for m in previous], self._tools)
-            self._view_size, self._tail, self._chat = len(previous), None, []
+            self._view_size, self._chat = len(previous), []  # (and no tail: the slow path set `_rendered`)
         # tool_prompt rewrites each message by itself (only the tools go into the first), so the
         # new messages' rewrite extends the one of the messages before them.
         new, _ = self._tool_prompt.apply([self._plain(m) for m in self._conversation[len(previous) :]], None)
         view = self._view + new
-        tail = self._tail or self._anchor(True)
-        if tail is None:  # a template that only renders whole
+        tail = self._tail or self._anchor()
+        if tail is None:  # a template that only renders whole: no tail, `_head` is all
             after = self._renderer.render(view, self._view_tools, not self._done)
             head = self._rendered + message["content"] + closing
             if not after.startswith(head):
@@ -331,34 +347,54 @@ class TokenObservation(gym.Wrapper):
             self._rendered, self._view, self._view_size, self._chat = after, view, len(self._conversation), []
             return closing + after[len(head) :]
         # The same check on the part of the rendering that the step can change: the header and
-        # the bodies of the messages before `start` are the same in both (chat_tail.py).
-        start, old = tail
+        # the bodies of the messages before `first` (the earliest a new message can change) are
+        # the same in both (chat_tail.py), so only the bodies from `first` on are rendered anew.
+        start, parts = tail
+        first = max(start, len(self._view) - self._renderer.reach(self._view_tools is not None))
         chat = self._chat + self._renderer.prepare(new)
-        after = self._renderer.tail(chat, start, self._view_tools, not self._done)
-        head = old + message["content"] + closing
+        fresh = self._renderer.tail(chat, first, self._view_tools, not self._done)
+        if fresh is None:  # a message holds the marker between bodies
+            return None
+        after = "".join(fresh)
+        head = "".join(parts[first - start :]) + message["content"] + closing
         if not after.startswith(head):
             return None
-        self._rendered = self._rendered[: len(self._rendered) - len(old)] + after
-        self._view, self._view_size, self._tail, self._chat = view, len(self._conversation), (start, after), chat
-        if not self._done and len(view) - start > _TAIL_MESSAGES:  # start later: one more rendering now and then
-            self._tail = self._anchor(not self._done)
+        # `_head` stays: the whole rendering is joined only where a slower path needs it.
+        self._view, self._view_size, self._chat = view, len(self._conversation), chat
+        self._tail = (start, parts[: first - start] + fresh)
         return closing + after[len(head) :]
 
-    def _anchor(self, generation_prompt: bool) -> tuple[int, str] | None:
-        """``(start, text)``: the rendering of the conversation so far from the earliest message
-        that a new one can change on (:meth:`TemplateRenderer.tail`), or None for a template that
-        only renders whole. ``text`` must end the whole rendering: else that is the case for good."""
+    @property
+    def _rendered(self) -> str:
+        """The template's rendering of the conversation so far."""
+        return self._head if self._tail is None else self._head + "".join(self._tail[1])
+
+    @_rendered.setter
+    def _rendered(self, text: str) -> None:  # a whole rendering: the next tail step anchors anew
+        self._head, self._tail = text, None
+
+    def _anchor(self) -> tuple[int, list[str]] | None:
+        """Set and return the tail ``(start, texts)``: the rendering of the conversation so far from
+        the earliest message that a new one can change on (:meth:`TemplateRenderer.tail`), or None
+        for a template that only renders whole (or a marker in a message: whole this time). The
+        texts must end the whole rendering: else the template renders whole for good."""
+        rendered = self._rendered
+        self._rendered = rendered  # no tail, unless one is set below
         reach = self._renderer.reach(self._view_tools is not None)
         if reach is None:
             return None
         start = max(0, len(self._view) - reach)
         if len(self._chat) != len(self._view):
             self._chat = self._renderer.prepare(self._view)
-        text = self._renderer.tail(self._chat, start, self._view_tools, generation_prompt)
-        if not self._rendered.endswith(text):
+        parts = self._renderer.tail(self._chat, start, self._view_tools, True)
+        if parts is None:
+            return None
+        text = "".join(parts)
+        if not rendered.endswith(text):
             self._renderer.drop_tail()
             return None
-        return start, text
+        self._head, self._tail = rendered[: len(rendered) - len(text)], (start, parts)
+        return self._tail
 
     def _probe(self) -> None:
         """Fail at construction for a template that rewrites past turns (the per-step checks only

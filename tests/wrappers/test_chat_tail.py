@@ -54,11 +54,19 @@ def test_tails_end_the_rendering_and_the_rest_stays(kind, env_id):
     for n in range(1, len(final) + 1):
         for prompt in (True, False):
             whole[n, prompt] = reference(r.tokenizer, final[:n], tools, prompt, TEMPLATES[kind])
+    bodies = {}  # (n, prompt) -> each message's text and the footer's, rendered from message 0 on
+    for n in range(1, len(final) + 1):
+        for prompt in (True, False):
+            bodies[n, prompt] = r.tail(r.prepare(final[:n]), 0, tools, prompt)
+            assert len(bodies[n, prompt]) == n + 1
     for n in range(1, len(final) + 1):
         chat = r.prepare(final[:n])
         for start in range(n + 1):
             for prompt in (True, False):
-                tail = r.tail(chat, start, tools, prompt)
+                parts = r.tail(chat, start, tools, prompt)
+                # A message's text is the same from whichever message the rendering starts.
+                assert parts == bodies[n, prompt][start:]
+                tail = "".join(parts)
                 assert whole[n, prompt].endswith(tail)
                 kept = whole[n, prompt][: len(whole[n, prompt]) - len(tail)]
                 # Appending messages leaves the header and the bodies before `start` as they were,
@@ -67,7 +75,8 @@ def test_tails_end_the_rendering_and_the_rest_stays(kind, env_id):
                     for m in range(n, len(final) + 1):
                         later = whole[m, not prompt]
                         assert later.startswith(kept)
-                        assert later == kept + r.tail(r.prepare(final[:m]), start, tools, not prompt)
+                        assert later == kept + "".join(r.tail(r.prepare(final[:m]), start, tools, not prompt))
+                        assert bodies[m, not prompt][:start] == bodies[n, prompt][:start]
 
 
 REFUSED = {
@@ -118,3 +127,26 @@ def test_token_observation_renders_tails_and_stays_exact_with_numbered_turns():
     env.reset(seed=3)
     assert env._tail is not None  # the tail is what each step renders
     assert assert_steps_match_reference(LadderEnv(), tok, range(3), junk=4) >= 6
+
+
+def test_a_message_that_holds_the_marker_renders_whole_and_stays_exact():
+    # The tail's texts are split at a marker; a message holding it gives no split (not a wrong one),
+    # the step renders the whole conversation, and every id stays the reference's.
+    from tests.wrappers.token_reference import decode, encode, reference_render
+    from textgym.messages import thaw
+    from textgym.wrappers.chat_tail import MARK
+
+    r = renderer("tiny")
+    assert r.reach(False) == 1 and r.tail(r.prepare([{"role": "user", "content": "a" + MARK}]), 0, None, True) is None
+    tok = tokenizer("tiny")
+    env = TokenObservation(LadderEnv(), tok)
+    base = env.unwrapped
+    obs, info = env.reset(seed=1)
+    tools = [thaw(t) for t in info["tools"]]
+    for text in ("Climbing" + MARK + ".", '<tool_call>{"name": "step_up", "arguments": {}}</tool_call>', "Up" + MARK):
+        sampled = encode(tok, text) + [tok.eos_token_id]
+        new, _, terminated, truncated, _ = env.step(sampled)
+        after = reference_render(tok, base.conversation, tools, not (terminated or truncated))
+        head = decode(tok, obs) + decode(tok, sampled)
+        assert after.startswith(head) and new.tolist() == obs.tolist() + sampled + encode(tok, after[len(head) :])
+        obs = new

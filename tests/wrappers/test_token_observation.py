@@ -211,12 +211,14 @@ def test_assistant_message_actions_are_rendered_by_the_template(kind):
         assert ("step_up" if m.get("tool_calls") else m["content"]) in decode(tok, traj.token_ids[start:end])
 
 
+@pytest.mark.parametrize("kind", ["chatml", "tiny"])  # tiny: the byte codec's decoding is the range check
 @pytest.mark.parametrize(
     "action",
-    [np.zeros((2, 2), np.int32), [0.5, 1.5], [-1], [10**9], None, {"ids": [1, 2], "logprobs": [0.0]}],
-)
-def test_bad_token_actions_raise(action):
-    env = TokenObservation(LadderEnv(), tokenizer("chatml"))
+    [np.zeros((2, 2), np.int32), [0.5, 1.5], [-1], [10**9], None, {"ids": [1, 2], "logprobs": [0.0]},
+     [65, 2**32 + 65], np.asarray([65, -1], np.int64), [65, 10**9, 258]],
+)  # fmt: skip
+def test_bad_token_actions_raise(kind, action):
+    env = TokenObservation(LadderEnv(), tokenizer(kind))
     env.reset(seed=0)
     with pytest.raises(InvalidAction):
         env.step(action)
