@@ -3,8 +3,9 @@
 The torch twin of :mod:`textgym.algos.jax.sampler`. The distinct prompts are left-padded into
 one prefill (positions count real tokens only, so padding never shifts RoPE) whose cache is copied
 to every row that continues them; then one token per step for every unfinished row, each step
-feeding only the new token against the cache. Randomness comes
-from a ``torch.Generator`` seeded per call, never from torch's global RNG.
+feeding only the new token against the cache. On a CPU the linears multiply by weights packed
+once per call (:mod:`textgym.algos.torch.packed`): a step's products have only a few rows. Randomness
+comes from a ``torch.Generator`` seeded per call, never from torch's global RNG.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from transformers.cache_utils import DynamicLayer
 
 from textgym.algos.grpo.batch import distinct_prompts
 from textgym.algos.grpo.learner import stop_sequences
+from textgym.algos.torch.packed import packed_linears
 
 
 def token_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -121,32 +123,33 @@ def generate(
     stops = stop_sequences(stop_ids)
     cache = DynamicCache(config=model.config)
     cache.layers = [_SlotLayer(width + int(max_new_tokens)) if type(layer) is DynamicLayer else layer for layer in cache.layers]
-    # A GRPO group repeats one prompt: run each distinct prompt once, then copy its cache per row.
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=last_position(width, device))
-    cache.reorder_cache(source)
-    logits, mask, positions = out.logits[source], mask[source], positions[source]
-    next_pos = positions[:, -1] + 1
-    done = torch.zeros(batch, dtype=torch.bool, device=device)
-    ends = np.full(batch, int(max_new_tokens))  # generated length of each row
-    tokens, logps, history = [], [], [[] for _ in range(batch)]
-    for step in range(int(max_new_tokens)):
-        tok, lp = sample_token(logits[:, -1].float(), temperature, top_p, generator)
-        tok = torch.where(done, torch.full_like(tok, pad_id), tok)
-        tokens.append(tok)
-        logps.append(lp)
-        finished = torch.isin(tok, eos) & ~done
-        if stops:
-            for i, t in enumerate(tok.tolist()):
-                history[i].append(t)
-                if not done[i] and any(history[i][-len(s):] == s for s in stops):
-                    finished[i] = True
-        ends[finished.cpu().numpy()] = step + 1
-        done = done | finished
-        if bool(done.all()) or step == max_new_tokens - 1:  # no step samples from the last logits
-            break
-        mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
-        logits = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None], cache=cache, use_cache=True).logits
-        next_pos = next_pos + 1
+    with packed_linears(model, batch):  # a few rows per product: see textgym.algos.torch.packed
+        # A GRPO group repeats one prompt: run each distinct prompt once, then copy its cache per row.
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=last_position(width, device))
+        cache.reorder_cache(source)
+        logits, mask, positions = out.logits[source], mask[source], positions[source]
+        next_pos = positions[:, -1] + 1
+        done = torch.zeros(batch, dtype=torch.bool, device=device)
+        ends = np.full(batch, int(max_new_tokens))  # generated length of each row
+        tokens, logps, history = [], [], [[] for _ in range(batch)]
+        for step in range(int(max_new_tokens)):
+            tok, lp = sample_token(logits[:, -1].float(), temperature, top_p, generator)
+            tok = torch.where(done, torch.full_like(tok, pad_id), tok)
+            tokens.append(tok)
+            logps.append(lp)
+            finished = torch.isin(tok, eos) & ~done
+            if stops:
+                for i, t in enumerate(tok.tolist()):
+                    history[i].append(t)
+                    if not done[i] and any(history[i][-len(s):] == s for s in stops):
+                        finished[i] = True
+            ends[finished.cpu().numpy()] = step + 1
+            done = done | finished
+            if bool(done.all()) or step == max_new_tokens - 1:  # no step samples from the last logits
+                break
+            mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
+            logits = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None], cache=cache, use_cache=True).logits
+            next_pos = next_pos + 1
     toks = torch.stack(tokens, 1).cpu().numpy().astype(np.int32) if tokens else np.zeros((batch, 0), np.int32)
     lps = torch.stack(logps, 1).cpu().numpy().astype(np.float32) if logps else np.zeros((batch, 0), np.float32)
     return [toks[i, : ends[i]].copy() for i in range(batch)], [lps[i, : ends[i]].copy() for i in range(batch)]

@@ -19,6 +19,7 @@ pytest.importorskip("transformers")
 from textgym.algos import tiny  # noqa: E402
 from textgym.algos.grpo import GRPOConfig, pack  # noqa: E402
 from textgym.algos.torch import Learner, Policy, load_policy  # noqa: E402
+from textgym.algos.torch import packed as packing  # noqa: E402
 from textgym.algos.torch.sampler import sample_token  # noqa: E402
 from textgym.rollout import Rollout  # noqa: E402
 
@@ -64,7 +65,12 @@ def bf16_error(policy, rows, ids, lps) -> np.ndarray:
     return np.concatenate(errs)
 
 
-def test_torch_sampler_equals_the_cache_free_reference_at_float32(model_dir):
+@pytest.mark.parametrize("packed", [True, False])
+def test_torch_sampler_equals_the_cache_free_reference_at_float32(model_dir, packed, monkeypatch):
+    """The reference runs the plain model: packed weights (and the unpacked fallback) must agree."""
+    if not packed:
+        monkeypatch.setattr(packing, "can_pack", lambda model: False)
+    assert not packed or packing.can_pack(load_policy(model_dir).model), "oneDNN packing unavailable here"
     policy = load_policy(model_dir)
     rows = prompts()
     ids, lps = policy.generate(rows, 10, temperature=1.0, seed=5, eos_ids=())
@@ -72,6 +78,21 @@ def test_torch_sampler_equals_the_cache_free_reference_at_float32(model_dir):
     np.testing.assert_array_equal(np.stack(ids), want_ids)
     np.testing.assert_allclose(np.stack(lps), want_lps, atol=1e-5)
     assert policy.sampler_model() is policy.model  # float32 samples from the trained module itself
+
+
+def test_packed_linears_match_the_plain_layers_and_are_put_back_after_an_error(model_dir):
+    model = load_policy(model_dir).model.eval()
+    assert packing.can_pack(model), "oneDNN packing unavailable here"
+    before = dict(model.named_modules())
+    ids = torch.as_tensor(prompts()[4][None], dtype=torch.long)
+    with torch.no_grad():
+        want = model(input_ids=ids).logits
+        with pytest.raises(RuntimeError, match="inside"), packing.packed_linears(model, rows=1):
+            assert sum(isinstance(m, packing.PackedLinear) for m in model.modules()) == 2 * 7 + 1  # q k v o gate up down, head
+            got = model(input_ids=ids).logits
+            raise RuntimeError("inside")
+    assert dict(model.named_modules()) == before  # the very same modules are back
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
 def test_torch_bf16_sampler_stays_close_and_leaves_the_weights_float32(model_dir):
