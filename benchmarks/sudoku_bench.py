@@ -24,6 +24,9 @@ Run (about 6 CPU-minutes in all; 13 wall-clock minutes on a busy 2-core machine)
     .venv/bin/python benchmarks/sudoku_bench.py --peer-python .bench-venvs/gem/bin/python --rounds 3 --seconds 2
 
 It prints a Markdown table (medians over rounds) and the ratios quoted in docs/benchmarks.md.
+``--baseline-python OLD_VENV/bin/python`` (a venv with another checkout installed editable) adds
+that checkout's textgym as a column, stepped by the same adapters in the same alternated rounds,
+for before/after figures.
 """
 
 from __future__ import annotations
@@ -218,7 +221,10 @@ def measure(lib: str, case: str, seconds: float, seed0: int) -> dict:
 
 def run_worker(python: str, lib: str, case: str, seconds: float, seed0: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [python, __file__, "--worker", lib, case, "--seconds", str(seconds), "--seed", str(seed0)]
+    if lib == "baseline":  # textgym as that venv installed it: this repo on the path would mix the two
+        env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
+    worker = "textgym" if lib == "baseline" else lib
+    cmd = [python, __file__, "--worker", worker, case, "--seconds", str(seconds), "--seed", str(seed0)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -230,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peer-python", default=".bench-venvs/gem/bin/python", help="python with gem-llm and textarena")
     parser.add_argument("--textgym-python", default=sys.executable, help="python with textgym's dependencies")
+    parser.add_argument("--baseline-python", help="python of a venv with another textgym checkout (before/after)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0, help="CPU seconds per measurement")
     parser.add_argument("--worker", nargs=2, metavar=("LIB", "CASE"), help=argparse.SUPPRESS)
@@ -241,15 +248,17 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(measure(lib, case, args.seconds, args.seed)))
         return 0
 
+    libs = LIBS + ("baseline",) if args.baseline_python else LIBS
+    pythons = {"textgym": args.textgym_python, "floor": args.textgym_python, "baseline": args.baseline_python}
     results: dict[tuple[str, str], list[dict]] = {}
     for r in range(args.rounds):
         for case in args.cases:
-            for lib in LIBS:
-                python = args.textgym_python if lib in ("textgym", "floor") else args.peer_python
+            for lib in libs:
+                python = pythons.get(lib, args.peer_python)
                 res = run_worker(python, lib, case, args.seconds, seed0=1000 * r)
                 results.setdefault((lib, case), []).append(res)
                 print(f"round {r + 1} {case:7s} {lib:9s} {json.dumps(res)}", file=sys.stderr)
-    print_table(results, args.cases)
+    print_table(results, args.cases, libs)
     return 0
 
 
@@ -258,14 +267,15 @@ def _median(rows: list[dict], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def print_table(results: dict[tuple[str, str], list[dict]], cases: list[str]) -> None:
-    print("| case | " + " | ".join(LIBS) + " | textgym vs GEM | textgym step / floor step |")
-    print("|---|" + "---|" * (len(LIBS) + 2))
+def print_table(results: dict[tuple[str, str], list[dict]], cases: list[str], libs: tuple[str, ...] = LIBS) -> None:
+    extra = " textgym vs baseline |" if "baseline" in libs else ""
+    print("| case | " + " | ".join(libs) + " | textgym vs GEM | textgym step / floor step |" + extra)
+    print("|---|" + "---|" * (len(libs) + 2 + bool(extra)))
     for case in cases:
         key = "ms_per_reset" if case.startswith("reset") else "steps_per_cpu_s"
         unit = "ms/reset" if key == "ms_per_reset" else "steps/CPU-s"
         cells, values = [], {}
-        for lib in LIBS:
+        for lib in libs:
             rows = results[(lib, case)]
             value = _median(rows, key)
             values[lib] = value
@@ -283,6 +293,9 @@ def print_table(results: dict[tuple[str, str], list[dict]], cases: list[str]) ->
         else:
             cells.append("n/a")
         cells.append(f"{fl / tg:.1f}x" if tg and fl and key != "ms_per_reset" else "n/a")
+        if extra:
+            base = values["baseline"]
+            cells.append(f"{(base / tg if key == 'ms_per_reset' else tg / base):.2f}x" if tg and base else "n/a")
         print(f"| {case} | " + " | ".join(cells) + " |")
 
 

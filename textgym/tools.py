@@ -197,8 +197,8 @@ _encode_str = json.encoder.encode_basestring  # what _ENCODER.encode does with a
 
 
 def to_json(value: Any) -> str:
-    """Serialise a tool result; dates become ISO strings."""
-    return _ENCODER.encode(value)
+    """Serialise a tool result; dates become ISO strings (a str without the encoder's frame)."""
+    return _encode_str(value) if type(value) is str else _ENCODER.encode(value)
 
 
 def _error(message: str) -> ToolResult:
