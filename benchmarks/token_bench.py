@@ -102,6 +102,8 @@ def main() -> int:
         print(
             f"| {label} | {med['bare_us']:.0f} | {med['wrapped_us']:.0f} | {med['overhead_us']:.0f} | {med['overhead']:.0%} |"
         )
+    for who, rows in results.items():  # each round's share: the load moves between rounds
+        print(f"{who} checkout, overhead / bare by round:", ", ".join(f"{r['overhead']:.0%}" for r in rows))
     print(f"\n| {args.env} | bare reset (us) | wrapped reset (us) |")
     print("|---|---:|---:|")
     for who, rows in results.items():

@@ -28,6 +28,7 @@ import numpy as np
 from textgym.error import require
 
 EOS_TOKEN = "<|im_end|>"
+_SHORT = 512  # characters: ByteCodec encodes a text up to this long through a Python list
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", EOS_TOKEN, "<|pad|>")
 # Markup the envs and the template use; added (not special) so decoding keeps them as text.
 MARKUP_TOKENS = (
@@ -209,6 +210,14 @@ class ByteCodec:
         parts = self._split(text)  # text, token, text, token, ..., text
         if len(parts) == 1:
             return self._bytes_to_ids(text.encode())
+        if self._identity and len(text) <= _SHORT:
+            # A short text (an env turn) as one list: fewer distinct numpy calls, which cost more
+            # than the per-byte work here between env steps that evict the caches (issue 14).
+            listed = list(parts[0].encode())
+            for k in range(1, len(parts), 2):
+                listed.append(self._added[parts[k]])
+                listed += parts[k + 1].encode()
+            return np.array(listed, np.int32)
         raw = [part.encode() for part in parts[0::2]]
         # One placeholder byte per added token, then its id written over the placeholder's (one
         # at a time: a handful, and numpy's list indexing costs more than the loop).
