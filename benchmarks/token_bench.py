@@ -1,8 +1,8 @@
 """TokenObservation's cost per step against the bare env, side by side in one run.
 
-Each round plays the same oracle episodes (seeds ``0..episodes-1``) twice in one process: on the
-bare env (``gym.make``) and through ``TokenObservation(env, tokenizer)`` with the ``tiny``
-tokenizer, whose Qwen-style template lists every tool in the system turn. The wrapped policy
+Each round plays the same oracle episodes (seeds ``0..episodes-1``) in one process, each seed on
+the bare env (``gym.make``) and then through ``TokenObservation(env, tokenizer)`` with the ``tiny``
+tokenizer (alternated episode by episode, so a load change on a shared machine hits both), whose Qwen-style template lists every tool in the system turn. The wrapped policy
 sends token ids: the oracle's turn written as text (tool calls as ``<tool_call>`` blocks), encoded
 once before the clock starts, plus the stop token. Reported: CPU microseconds per step (resets
 excluded) of each, and the wrapper's overhead as a share of the bare step, then the same for
@@ -38,41 +38,46 @@ def as_text(action) -> str:
     return (action.get("content") or "") + "".join(blocks)
 
 
-def play(env_id: str, episodes: int, wrapped: bool) -> tuple[float, float]:
-    """CPU microseconds per step and per reset over the oracle episodes of seeds 0..episodes-1."""
+def measure(env_id: str, episodes: int, rounds: int) -> dict:
+    """CPU microseconds per step and per reset, bare and wrapped, over the oracle episodes of seeds
+    0..episodes-1 (``rounds`` times): each seed's bare episode and then its wrapped one, so a load
+    change on a shared machine hits both sides alike."""
     import gymnasium as gym
 
     import textgym  # noqa: F401  (registers the ids)
     from textgym.tokenizer import tiny_tokenizer
     from textgym.wrappers import TokenObservation
 
-    env = gym.make(env_id)
     tok = tiny_tokenizer()
-    outer = TokenObservation(env, tok) if wrapped else env
-    spent, steps, resetting = 0.0, 0, 0.0
-    for seed in range(episodes):
+    bare, inner = gym.make(env_id), gym.make(env_id)
+    sides = {False: (bare, bare), True: (TokenObservation(inner, tok), inner)}
+    totals = {w: [0.0, 0, 0.0, 0] for w in sides}  # step seconds, steps, reset seconds, resets
+
+    def episode(seed: int, wrapped: bool) -> None:
+        outer, env = sides[wrapped]
+        total = totals[wrapped]
         t = time.process_time()
         outer.reset(seed=seed)
-        resetting += time.process_time() - t
+        total[2] += time.process_time() - t
+        total[3] += 1
         while True:
             text = as_text(env.unwrapped.oracle_action())
             action = tok.encode(text, add_special_tokens=False) + [tok.eos_token_id] if wrapped else text
             t = time.process_time()
             _, _, terminated, truncated, _ = outer.step(action)
-            spent += time.process_time() - t
-            steps += 1
+            total[0] += time.process_time() - t
+            total[1] += 1
             if terminated or truncated:
                 break
-    return 1e6 * spent / steps, 1e6 * resetting / episodes
 
-
-def measure(env_id: str, episodes: int, rounds: int) -> dict:
-    play(env_id, 2, True)  # imports and first-call caches
-    bare, wrapped = [], []
+    for seed in range(2):  # imports and first-call caches
+        episode(seed, True)
+    totals = {w: [0.0, 0, 0.0, 0] for w in sides}
     for _ in range(rounds):
-        bare.append(play(env_id, episodes, False))
-        wrapped.append(play(env_id, episodes, True))
-    (b, br), (w, wr) = (map(statistics.median, zip(*runs)) for runs in (bare, wrapped))
+        for seed in range(episodes):
+            episode(seed, False)
+            episode(seed, True)
+    (b, br), (w, wr) = ((1e6 * s / n, 1e6 * r / m) for s, n, r, m in (totals[False], totals[True]))
     return {"bare_us": b, "wrapped_us": w, "overhead_us": w - b, "overhead": (w - b) / b, "bare_reset_us": br, "wrapped_reset_us": wr}
 
 
