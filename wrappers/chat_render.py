@@ -151,16 +151,16 @@ class TemplateRenderer:
             # A dict of exact strs (so no None) without a reasoning field is what the helpers
             # return for it: the same dict serves (templates render in a sandbox that changes nothing).
             plain = message
-            if not (
-                type(message) is dict
-                and all(type(k) is str and type(v) is str for k, v in message.items())
-                and self._reasoning.isdisjoint(message)
-            ):
+            if not (type(message) is dict and self._as_is(message)):
                 plain = {k: v for k, v in message.items() if v is not None}
-                if not all(type(k) is str and type(v) is str for k, v in plain.items()) or not self._reasoning.isdisjoint(plain):
+                if not self._as_is(plain):
                     plain = self._alias(self._plain([plain]))[0]
             hit = self._messages[id(message)] = (message, plain)  # held, so no id is reused while cached
         return hit[1]
+
+    def _as_is(self, message: Mapping[str, Any]) -> bool:
+        """Exact str keys and values and no reasoning field: the template takes it unchanged."""
+        return all(type(k) is str and type(v) is str for k, v in message.items()) and self._reasoning.isdisjoint(message)
 
     def _prepared(self, tools: list | None) -> list | None:
         """The tool list as the template sees it, rebuilt only when other tool objects come in."""
