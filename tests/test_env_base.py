@@ -183,6 +183,21 @@ def test_api_misuse_raises():
         env.step("a failed reset leaves nothing to step")
 
 
+@pytest.mark.parametrize("env_id", ["textgym/Sudoku-v0", "textgym/Workplace-v0", "textgym/Code-v0"])
+def test_a_failed_reset_leaves_nothing_of_the_last_episode(env_id):
+    env = gym.make(env_id, render_mode="ansi")
+    never_reset = env.unwrapped.render()
+    env.reset(seed=0)
+    env.step(env.unwrapped.oracle_action())
+    with pytest.raises(InvalidTask):
+        env.reset(options={"task": {"no such field": 1}})
+    assert env.render() == never_reset and env.unwrapped.conversation == ()
+    with pytest.raises(ResetNeeded, match="reset"):
+        env.unwrapped.oracle_action()
+    env.reset(seed=1)  # and the env is usable again
+    assert env.render()
+
+
 def test_dataset_tasks_by_index_and_by_seed(tmp_path):
     path = tmp_path / "tasks.jsonl"
     path.write_text("\n".join(json.dumps({"n": n}) for n in (5, 6, 7)) + "\n")

@@ -127,7 +127,9 @@ class TextEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        self._done = True  # until the new episode has begun: a failed reset cannot be stepped
+        # Until the new episode has begun nothing of the last one remains: a failed reset leaves
+        # no episode to step, render or ask the oracle about.
+        self._done, self.task, self.conversation = True, None, ()
         self.task = self._pick_task(options or {})
         self.turn = 0
         self.conversation = tuple(self.begin(self.task))

@@ -12,6 +12,7 @@ from textgym.envs.code.families import FAMILIES
 from textgym.envs.code.formats import cached_task_from_dict, task_from_dict
 from textgym.envs.code.generator import generate
 from textgym.envs.code.verify import feedback, verify
+from textgym.error import ResetNeeded
 from textgym.messages import FrozenDict, system, user
 from textgym.parsing import ParsedTurn
 from textgym.sandbox import Limits, Sandbox, shared_sandbox
@@ -144,7 +145,9 @@ class CodeEnv(TextEnv):
 
     def oracle_action(self) -> str:
         """The task's reference solution in a fenced block (a harmless ``pass`` when it has none)."""
-        solution = (self.task.answer or {}).get("solution") if self.task is not None else None
+        if self.task is None:
+            raise ResetNeeded("call reset() before oracle_action()")
+        solution = (self.task.answer or {}).get("solution")
         return f"```python\n{solution or 'pass'}\n```"
 
 
