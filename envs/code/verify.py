@@ -69,10 +69,9 @@ def _verify(sandbox: Sandbox, task: Task, code: str) -> dict[str, Any]:
     program, offset = program_for(task, code)
     mode = "stdio" if task.data.get("format") == "stdio" else "function"
     batch = [i for i, t in enumerate(tests) if t["kind"] != "check"]
-    checks = {i: Check(t, task) for i, t in enumerate(tests) if t["kind"] == "check"}
-    plans = {i: check.plan() for i, check in checks.items()}
+    checks = {i: Check.of(t, task) for i, t in enumerate(tests) if t["kind"] == "check"}
     # One submission: the plain call tests, then every call the checks were planned to make.
-    calls = [_call(tests[i]) for i in batch] + [c for plan in plans.values() for c in plan]
+    calls = [_call(tests[i]) for i in batch] + [c for check in checks.values() for c in check.plan]
     outcomes: dict[int, dict[str, Any]] = {}
     load_error = failed = None
     results: list[CallResult] = []
@@ -81,12 +80,12 @@ def _verify(sandbox: Sandbox, task: Task, code: str) -> dict[str, Any]:
         load_error, failed, results = run.load_error, run.sandbox_error, list(run.results)
         for i, result in zip(batch, results):
             outcomes[i] = _judge(i, tests[i], result)
-    answers = iter(results[len(batch) :])
+    start = len(batch)
     live = LiveSession(sandbox, program, mode)
     try:
         for i, check in checks.items():
-            planned = [(c, next(answers)) for c in plans[i]]
-            outcomes[i] = _run_check(i, check, planned, live, load_error)
+            answers, start = results[start : start + len(check.plan)], start + len(check.plan)
+            outcomes[i] = _run_check(i, check, answers, live, load_error)
     finally:
         live.close()
     load_error, failed = load_error or live.load_error, failed or live.sandbox_error
@@ -145,13 +144,13 @@ def _outcome(index, kind, passed, shown_input, expected, got, result: CallResult
     }
 
 
-def _run_check(index: int, check: Check, planned: list, live: LiveSession, load_error: str | None) -> dict[str, Any]:
+def _run_check(index: int, check: Check, answers: list[CallResult], live: LiveSession, load_error: str | None) -> dict[str, Any]:
     """Run a HumanEval ``check(candidate)`` or an MBPP assertion on the host (see :mod:`.checks`)."""
     fail = lambda error: _outcome(index, "check", False, check.shown, "the assertions hold", None, CallResult(error=error))  # noqa: E731
     if load_error:
         return fail(load_error)
     try:
-        check.run(planned, live)
+        check.run(answers, live)
     except CandidateFailed as exc:
         return fail(str(exc))
     except Exception as exc:  # the assertion (or the dataset's check) failed on the returned values
