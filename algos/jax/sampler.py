@@ -4,7 +4,7 @@ The jitted functions take the model's graph as a static argument, so every polic
 architecture (a reloaded checkpoint, a learner's updated weights) shares their compilations.
 
 Shapes are static and bucketed so a training run compiles a few times, not every step: the
-distinct prompts (a GRPO group shares one) are left-padded to a length ``P`` in eighths of a
+distinct prompts (a GRPO group shares one) are left-padded to a length ``P`` in sixteenths of a
 power of two and their count to a power of two, the batch to a power of two, the generation
 buffer to a power of two ``N >= max_new_tokens`` and the cache to ``S = P + N``. The number of
 tokens actually generated is a traced value, and the decode loop is a ``lax.while_loop`` that ends

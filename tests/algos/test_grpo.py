@@ -147,8 +147,10 @@ def test_bucket_length_limits_the_number_of_shapes():
 def test_fine_bucket_wastes_little_and_keeps_shapes_few():
     sizes = {n: fine_bucket(n) for n in range(1, 4097)}
     assert all(n <= b for n, b in sizes.items())
-    assert all(b - n < max(16, n / 4) for n, b in sizes.items())  # an eighth of the power of two above n
-    assert len(set(sizes.values())) <= 8 * 9  # at most 8 shapes per doubling from 16 to 4096
+    assert all(b - n < max(16, n / 8) for n, b in sizes.items())  # a sixteenth of the power of two above n
+    for low in (256, 512, 1024, 2048):  # 8 shapes per doubling (16 steps of 16 below 256)
+        assert len({b for n, b in sizes.items() if low < n <= 2 * low}) == 8
+    assert fine_bucket(450) == 480  # issue 14's prompts: 512 would pad them by 14%
 
 
 # --- aggregation -----------------------------------------------------------------------------
