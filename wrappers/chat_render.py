@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from textgym.tokenizer import ByteCodec
+from textgym.wrappers.chat_known import KnownTail, known_tail
 from textgym.wrappers.chat_tail import TailTemplate, tail_template
 
 # Names a plain dict answers with getattr (its methods and object's): the sandbox's own path for them.
@@ -60,7 +61,7 @@ class TemplateRenderer:
         self._tool_ids: dict[int, Any] = {}
         self._templates: dict[bool, Any] = {}  # compiled, by "tools given" (may pick another template)
         self._sources: dict[bool, str] = {}
-        self._tails: dict[bool, TailTemplate | None] = {}  # their copies rendered from a message on
+        self._tails: dict[bool, TailTemplate | KnownTail | None] = {}  # their copies rendered from a message on
         self._messages: dict[int, tuple] = {}  # id(message) -> (message, as the template sees it)
         try:
             from transformers.utils import chat_template_utils as ctu
@@ -97,7 +98,8 @@ class TemplateRenderer:
             return None
         if with_tools not in self._tails:
             template = self._template(with_tools)
-            self._tails[with_tools] = tail_template(template.environment, self._sources[with_tools])
+            source = self._sources[with_tools]
+            self._tails[with_tools] = known_tail(source, tail_template(template.environment, source))
         tail = self._tails[with_tools]
         return None if tail is None else tail.reach
 

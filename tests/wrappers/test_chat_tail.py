@@ -129,15 +129,22 @@ def test_token_observation_renders_tails_and_stays_exact_with_numbered_turns():
     assert assert_steps_match_reference(LadderEnv(), tok, range(3), junk=4) >= 6
 
 
-def test_a_message_that_holds_the_marker_renders_whole_and_stays_exact():
-    # The tail's texts are split at a marker; a message holding it gives no split (not a wrong one),
-    # the step renders the whole conversation, and every id stays the reference's.
+@pytest.mark.parametrize("known", [False, True], ids=["jinja", "known"])
+def test_a_message_that_holds_the_marker_renders_whole_and_stays_exact(known, monkeypatch):
+    # The Jinja tail's texts are split at a marker; a message holding it gives no split (not a wrong
+    # one), the step renders the whole conversation, and every id stays the reference's. The tiny
+    # template's plain-Python tail (chat_known.py) needs no marker: its texts are the message's.
     from tests.wrappers.token_reference import decode, encode, reference_render
     from textgym.messages import thaw
+    from textgym.wrappers import chat_known
     from textgym.wrappers.chat_tail import MARK
 
+    if not known:
+        monkeypatch.setattr(chat_known, "KNOWN", {})
     r = renderer("tiny")
-    assert r.reach(False) == 1 and r.tail(r.prepare([{"role": "user", "content": "a" + MARK}]), 0, None, True) is None
+    assert r.reach(False) == 1
+    parts = r.tail(r.prepare([{"role": "user", "content": "a" + MARK}]), 0, None, True)
+    assert parts == (["<|im_start|>user\na" + MARK + "<|im_end|>\n", "<|im_start|>assistant\n"] if known else None)
     tok = tokenizer("tiny")
     env = TokenObservation(LadderEnv(), tok)
     base = env.unwrapped
