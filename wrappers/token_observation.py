@@ -28,7 +28,7 @@ import gymnasium as gym
 import numpy as np
 
 from textgym.error import InvalidAction, ResetNeeded, TemplateError, TextGymError
-from textgym.messages import thaw
+from textgym.messages import FrozenDict, thaw
 from textgym.rollout import TokenTrajectory
 from textgym.spaces import TokenSequence
 from textgym.tool_prompt import probe as probe_tool_prompt
@@ -460,8 +460,11 @@ def _as_conversation(conversation: Any, known: tuple = ()) -> tuple:
     the same places) were checked before."""
     if isinstance(conversation, Sequence):
         conversation = tuple(conversation)
-        if all(m is k or isinstance(m, Mapping) for m, k in zip(conversation, known)) and all(
-            isinstance(m, Mapping) for m in conversation[len(known) :]
+        # The known messages compared as one tuple (identity first, in C): a generator over the
+        # whole conversation was ~10 us of a Workplace step after the env's (issue 14).
+        old = conversation[: len(known)]
+        if (old == known or all(m is k or isinstance(m, Mapping) for m, k in zip(old, known))) and all(
+            type(m) is FrozenDict or isinstance(m, Mapping) for m in conversation[len(known) :]
         ):
             return conversation
     raise TextGymError(
