@@ -167,7 +167,7 @@ class TokenObservation(gym.Wrapper):
             raise ResetNeeded("call reset() before step()" if not self._chunks else "the episode has ended; call reset()")
         previous = self._conversation
         cut = False  # sampled ids that end without a stop token: the sampler's max_new_tokens cut the turn
-        if isinstance(action, Mapping) and "ids" not in action:
+        if _is_mapping(action) and "ids" not in action:
             # An assistant message (OpenAI shape, tool calls included): the env reads it as such
             # and the policy tokens are the template's rendering of what the env recorded.
             closing = self._closing(previous)
@@ -206,7 +206,7 @@ class TokenObservation(gym.Wrapper):
     def _step_env(self, action: Any, previous: tuple):
         conversation, reward, terminated, truncated, info = self.env.step(action)
         self._conversation = _as_conversation(conversation, previous)
-        if len(self._conversation) <= len(previous) or self._conversation[len(previous)].get("role") != "assistant":
+        if len(self._conversation) <= len(previous) or _get(self._conversation[len(previous)], "role") != "assistant":
             raise TextGymError("TokenObservation needs an env whose step appends the assistant's message, then the env's")
         self._done = bool(terminated or truncated)
         return reward, terminated, truncated, info
@@ -214,12 +214,11 @@ class TokenObservation(gym.Wrapper):
     def trajectory(self) -> TokenTrajectory:
         """The token trajectory so far (``info["trajectory"]`` at the end of an episode)."""
         ids = self._ids()
-        mask = np.zeros(ids.size, np.int8)
+        mask = np.repeat(np.array(self._policy, np.int8), self._chunks)  # one call, not one per turn
         spans, start = [], 0
         for size, is_policy in zip(self._chunks, self._policy):
             if is_policy:
                 spans.append((start, start + size))
-                mask[start : start + size] = 1
             start += size
         logprobs = None
         if spans and all(lp is not None for lp in self._logprobs):
@@ -275,7 +274,7 @@ class TokenObservation(gym.Wrapper):
         logprobs = None
         if isinstance(action, str):
             return self._encode(action), None
-        if isinstance(action, Mapping):
+        if _is_mapping(action):
             action, logprobs = action["ids"], action.get("logprobs")
         ids = np.asarray(action)
         if ids.ndim != 1 or not (ids.size == 0 or ids.dtype.kind in "iu"):
@@ -329,19 +328,22 @@ class TokenObservation(gym.Wrapper):
         tail's start on: what comes before it is the same in both.
         """
         message = self._conversation[len(previous)]
-        if message.get("tool_calls") or not isinstance(message.get("content"), str):
+        content = _get(message, "content")
+        if _get(message, "tool_calls") or not isinstance(content, str):
             return None
         if self._view_size != len(previous):  # the slow path ran: rewrite the conversation anew
             self._view, self._view_tools = self._tool_prompt.apply([self._plain(m) for m in previous], self._tools)
             self._view_size, self._chat = len(previous), []  # (and no tail: the slow path set `_rendered`)
         # tool_prompt rewrites each message by itself (only the tools go into the first), so the
         # new messages' rewrite extends the one of the messages before them.
-        new, _ = self._tool_prompt.apply([self._plain(m) for m in self._conversation[len(previous) :]], None)
+        new = [self._plain(m) for m in self._conversation[len(previous) :]]
+        if self._tool_prompt.inline_calls:  # (else apply() would hand these dicts back as they are)
+            new, _ = self._tool_prompt.apply(new, None)
         view = self._view + new
         tail = self._tail or self._anchor()
         if tail is None:  # a template that only renders whole: no tail, `_head` is all
             after = self._renderer.render(view, self._view_tools, not self._done)
-            head = self._rendered + message["content"] + closing
+            head = self._rendered + content + closing
             if not after.startswith(head):
                 return None
             self._rendered, self._view, self._view_size, self._chat = after, view, len(self._conversation), []
@@ -356,7 +358,7 @@ class TokenObservation(gym.Wrapper):
         if fresh is None:  # a message holds the marker between bodies
             return None
         after = "".join(fresh)
-        head = "".join(parts[first - start :]) + message["content"] + closing
+        head = "".join(parts[first - start :]) + content + closing
         if not after.startswith(head):
             return None
         # `_head` stays: the whole rendering is joined only where a slower path needs it.
@@ -453,6 +455,17 @@ class TokenObservation(gym.Wrapper):
             )
         self._rendered = after
         return after[len(closed) :]
+
+
+def _is_mapping(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, answered first for the usual actions (an ABC check is slow)."""
+    kind = type(value)
+    return kind is not list and kind is not np.ndarray and kind is not str and isinstance(value, Mapping)
+
+
+def _get(message: Mapping[str, Any], key: str) -> Any:
+    """``message.get(key)``: for the envs' FrozenDicts the dict's own ``get`` (Mapping's is Python)."""
+    return message._data.get(key) if type(message) is FrozenDict else message.get(key)
 
 
 def _as_conversation(conversation: Any, known: tuple = ()) -> tuple:
