@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -165,3 +166,23 @@ def test_limits_are_validated():
     with pytest.raises(ValueError, match="call_timeout"):
         Limits(call_timeout=0)
     assert Limits(total_timeout=2.5).cpu_time == 4
+
+
+def test_the_warm_up_leaves_no_trace_in_the_zygote():
+    """The zygote serves sample submissions to itself before any fork (so the harness's bytecode
+    is quickened once, not in every child): it must write nothing to its stdout (the host's
+    pipe), leave no descriptor open, and keep no program state."""
+    script = (
+        "import os, sys, gc; sys.path.insert(0, sys.argv[1]); import zygote\n"
+        "before = sorted(os.listdir('/proc/self/fd'))\n"
+        "zygote.Child.warm_up(3)\n"
+        "gc.collect()\n"
+        "assert sorted(os.listdir('/proc/self/fd')) == before, (before, os.listdir('/proc/self/fd'))\n"
+        "assert not any(isinstance(o, zygote.Child) for o in gc.get_objects())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-s", "-B", "-c", script, os.path.dirname(isolation.__file__)],
+        capture_output=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == b""
