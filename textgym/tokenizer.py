@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from array import array
 from typing import Any
 
 import numpy as np
@@ -163,6 +165,10 @@ class ByteCodec:
             self._to_id[byte] = i
         self._identity = all(byte == i for byte, i in byte_ids.items())
         self._added = added
+        # encode_raw's path where ids are the byte values, every added id is a character UTF-32
+        # writes (no surrogate) and int32s are little-endian: an added token's id as a character.
+        fits = self._identity and sys.byteorder == "little" and all(i < 0xD800 for i in added.values())
+        self._chars = {text: chr(i) for text, i in added.items()} if fits else None
         # id -> its bytes: a byte token's byte, an added token's text (ASCII: its byte tokens' bytes too)
         self._bytes_of = {i: bytes([byte]) for byte, i in byte_ids.items()} | {i: text.encode() for text, i in added.items()}
         # Leftmost-longest, as tokenizers' Aho-Corasick matcher: at each position the longest first.
@@ -228,19 +234,33 @@ class ByteCodec:
             ids[at] = self._added[token]
         return ids
 
-    def decode(self, ids: np.ndarray | list[int]) -> str | None:
-        """The text of ``ids`` (an int array or a list of ints), as ``backend.decode(ids,
-        skip_special_tokens=False)``; None for an id this codec does not know (the caller asks the
-        backend), so also for any id outside the vocabulary."""
-        ids = ids if type(ids) is np.ndarray else np.asarray(ids)
-        if ids.size and ids.dtype.kind not in "iu":
-            return None
+    def encode_raw(self, text: str) -> bytes:
+        """:meth:`encode`'s ids as the bytes of int32s (native order), for a context kept as bytes."""
+        if self._chars is None:
+            return self.encode(text).tobytes()
+        # Each id as one character (a byte as the Latin-1 character of its value, an added token
+        # as chr(id)), written out as UTF-32: the int32 ids, all in C and without numpy, which
+        # costs more between env steps that evict the caches (issue 14).
+        parts = self._split(text) if self._split is not None else [text]  # text, token, ..., text
+        parts[0::2] = [part.encode().decode("latin-1") for part in parts[0::2]]
+        parts[1::2] = [self._chars[token] for token in parts[1::2]]
+        return "".join(parts).encode("utf-32-le")
+
+    def decode(self, ids: np.ndarray | list[int] | array) -> str | None:
+        """The text of ``ids`` (an int array, a list of ints or an ``array("i")``), as
+        ``backend.decode(ids, skip_special_tokens=False)``; None for an id this codec does not know
+        (the caller asks the backend), so also for any id outside the vocabulary."""
+        if type(ids) is not array:
+            ids = ids if type(ids) is np.ndarray else np.asarray(ids)
+            if ids.size and ids.dtype.kind not in "iu":
+                return None
+            ids = ids.tolist()
         try:
             # One lookup per id: fewer distinct numpy calls than a vectorised path, which matters
             # more than per-id speed between env steps that evict the caches (issue 14). An added
             # token's bytes are its ASCII text: decoding the whole byte string at once is then the
             # same as tokenizers' decoding of the bytes between added tokens one by one.
-            raw = b"".join(map(self._bytes_of.__getitem__, ids.tolist()))
+            raw = b"".join(map(self._bytes_of.__getitem__, ids))
         except KeyError:  # not an id of this codec
             return None
         return raw.decode("utf-8", "replace")

@@ -282,6 +282,10 @@ class Codec:
             return np.asarray(self._reference_encode(text), np.int32)
         return np.asarray(self.backend.encode(text, add_special_tokens=False).ids, np.int32)
 
+    def encode_raw(self, text: str) -> bytes:
+        """:meth:`encode`'s ids as the bytes of int32s (native order)."""
+        return self.bytes.encode_raw(text) if self.bytes is not None else self.encode(text).tobytes()
+
     def decode(self, ids: np.ndarray | list[int]) -> str:
         if self.bytes is not None:
             text = self.bytes.decode(ids)

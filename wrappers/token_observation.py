@@ -21,6 +21,7 @@ removal of past ``<think>`` blocks, a date in the system prompt) raises
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -131,10 +132,10 @@ class TokenObservation(gym.Wrapper):
         self._chat: list[dict[str, Any]] = []  # the view prepared for the template (tail renderings)
         # The context as appended chunks: policy turns (sampled ids) and env text, in order.
         self._chunks: list[int] = []  # their sizes
-        # The chunks joined, in the first `_size` ids of a buffer that grows by doubling (appending
-        # a turn writes only its ids); never handed out (copies are).
-        self._context = np.zeros(1 << 12, np.int32)
-        self._size = 0
+        # The chunks joined, as the bytes of int32 ids (appending a turn writes only its ids, and
+        # no numpy call: between env steps, which evict the caches, each distinct numpy call cost
+        # 5-20 us, issue 14); never handed out (copies are).
+        self._context = bytearray()
         self._policy: list[bool] = []
         self._logprobs: list[np.ndarray | None] = []  # one per policy chunk
         self._done = True
@@ -150,7 +151,7 @@ class TokenObservation(gym.Wrapper):
         if tools != (self._tools or []):
             self._tools = [thaw(t) for t in tools] or None
         self._chunks, self._policy, self._logprobs = [], [], []
-        self._size = 0
+        self._context = bytearray()
         self._done = False
         self._thawed = {}
         # transformers' own rendering, which also checks the faster renderer's (chat_render.py)
@@ -159,7 +160,7 @@ class TokenObservation(gym.Wrapper):
         self._rendered = self._renderer.check(self._view, self._view_tools, True)
         self._chat = []
         self._anchor()
-        self._append((self._encode(self._rendered), False))
+        self._append((self._encode_raw(self._rendered), False))
         return self._ids(), info
 
     def step(self, action: Any):
@@ -180,9 +181,9 @@ class TokenObservation(gym.Wrapper):
             closing = self._closing(previous) if self._closing_text is None else self._closing_text
             # A sampled stop token that opens the turn's closing (<|im_end|>, <|eot_id|>) is part
             # of the trajectory but not of the message text; other special tokens stay as text.
-            last = int(ids[-1]) if ids.size else None
+            last = int(ids[-1]) if len(ids) else None
             stop = self._special_text(last) if last in self._special_ids else ""
-            cut = not isinstance(action, str) and ids.size > 0 and not stop
+            cut = not isinstance(action, str) and len(ids) > 0 and not stop
             kept = bool(stop) and closing.startswith(stop)
             result = self._step_env(self._sampled_text(ids, ids[:-1] if kept else ids), previous)
             bridge = self._one_render_bridge(previous, closing)
@@ -194,9 +195,9 @@ class TokenObservation(gym.Wrapper):
             if kept:
                 bridge = bridge[len(stop) :]
         reward, terminated, truncated, info = result
-        env_ids = self._encode(bridge)  # may raise (a lossy tokenizer): before the context changes
+        env_ids = self._encode_raw(bridge)  # may raise (a lossy tokenizer): before the context changes
         self._logprobs.append(logprobs)
-        self._append((ids, True), (env_ids, False))
+        self._append((_raw(ids), True), (env_ids, False))
         if self._done:
             info = dict(info, trajectory=self.trajectory())
             if cut and info.get("end_reason") in ("failure", "max_turns"):
@@ -232,22 +233,18 @@ class TokenObservation(gym.Wrapper):
     def _ids(self) -> np.ndarray:
         # A copy: Gymnasium's checker requires each call's observation to share no memory with
         # another's (a read-only view of the context would save a tenth of a step here).
-        return self._context[: self._size].copy()  # the caller may write into it; the context stays as it was
+        return np.frombuffer(bytearray(self._context), np.int32)  # the caller may write into it
 
-    def _append(self, *chunks: tuple[np.ndarray, bool]) -> None:
-        """Append ``(ids, is_policy)`` chunks to the context, in order."""
-        end = self._size
-        for ids, _ in chunks:
-            end += ids.size
-        if end > self._context.size:
-            grown = np.empty(max(end, 2 * self._context.size), np.int32)
-            grown[: self._size] = self._context[: self._size]
-            self._context = grown
-        for ids, is_policy in chunks:
-            self._chunks.append(ids.size)
+    def _append(self, *chunks: tuple[bytes, bool]) -> None:
+        """Append ``(raw, is_policy)`` chunks to the context, in order (``raw``: int32 ids as bytes)."""
+        for raw, is_policy in chunks:
+            self._chunks.append(len(raw) >> 2)
             self._policy.append(is_policy)
-            self._context[self._size : self._size + ids.size] = ids
-            self._size += ids.size
+            self._context += raw
+
+    def _encode_raw(self, text: str) -> bytes:
+        """:meth:`_encode` as the bytes of int32 ids."""
+        return self._codec.encode_raw(text) if self._codec.lossless else self._encode(text).tobytes()
 
     def _encode(self, text: str) -> np.ndarray:
         ids = self._codec.encode(text)
@@ -272,6 +269,10 @@ class TokenObservation(gym.Wrapper):
         """Read an action as (ids, logprobs or None): ids a 1-D int array, checked to be token ids
         by :meth:`_sampled_text`."""
         logprobs = None
+        if type(action) is list:  # as a sampler's list, without numpy where every item is an int32
+            ids = _int32s(action)
+            if ids is not None:
+                return ids, None
         if isinstance(action, str):
             return self._encode(action), None
         if _is_mapping(action):
@@ -298,6 +299,7 @@ class TokenObservation(gym.Wrapper):
         """
         text = self._codec.decode_known(body) if self._ids_known_valid else None
         if text is None:
+            ids, body = np.asarray(ids), np.asarray(body)
             if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
                 raise InvalidAction(f"token ids must be in [0, {self.vocab_size}), got min {ids.min()} and max {ids.max()}")
             text = self._decode(body)
@@ -455,6 +457,24 @@ class TokenObservation(gym.Wrapper):
             )
         self._rendered = after
         return after[len(closed) :]
+
+
+def _int32s(action: list) -> array | None:
+    """``action`` as an ``array("i")`` where every item is an int (or has ``__index__``) in int32's
+    range and not every item is a bool, else None (``np.asarray`` then gives the same ids or
+    refuses the action: a float, an all-bool list, an id past int32)."""
+    try:
+        ids = array("i", action)
+    except (TypeError, OverflowError):
+        return None
+    if action and isinstance(action[0], (bool, np.bool_)) and all(isinstance(x, (bool, np.bool_)) for x in action):
+        return None
+    return ids
+
+
+def _raw(ids: np.ndarray | array) -> bytes:
+    """Ids (checked token ids) as the bytes of int32 ids."""
+    return ids.tobytes() if type(ids) is array else ids.astype(np.int32, copy=False).tobytes()
 
 
 def _is_mapping(value: Any) -> bool:
