@@ -36,6 +36,7 @@ from textgym.tool_prompt import probe as probe_tool_prompt
 from textgym.wrappers.chat_render import Codec, TemplateRenderer
 
 # Stands in for the assistant's text when the template's framing of a turn is measured.
+_MASK = {False: b"\0", True: b"\1"}  # a loss mask byte, by "is a policy token"
 _PLACEHOLDER = "TextGym-Assistant-Turn"  # no edge whitespace: templates may trim
 _FIX = (
     "token-in/token-out needs a prefix-preserving chat template (rendering more messages must only "
@@ -215,7 +216,8 @@ class TokenObservation(gym.Wrapper):
     def trajectory(self) -> TokenTrajectory:
         """The token trajectory so far (``info["trajectory"]`` at the end of an episode)."""
         ids = self._ids()
-        mask = np.repeat(np.array(self._policy, np.int8), self._chunks)  # one call, not one per turn
+        # As bytes, one numpy call (not one per turn): see _context.
+        mask = np.frombuffer(bytearray(b"".join(_MASK[p] * n for n, p in zip(self._chunks, self._policy))), np.int8)
         spans, start = [], 0
         for size, is_policy in zip(self._chunks, self._policy):
             if is_policy:

@@ -1,6 +1,7 @@
 """The tiny preset's tokenizer: lossless byte ids, a Qwen-style template, a HF directory."""
 
 import json
+from array import array
 
 import numpy as np
 from hypothesis import given, settings
@@ -84,8 +85,13 @@ def test_byte_codec_encodes_as_the_backend(parts):
     from textgym.tokenizer import ByteCodec
 
     tok = tokenizer("tiny")
+    codec, generic = ByteCodec.of(tok.backend_tokenizer), ByteCodec.of(tok.backend_tokenizer)
+    generic._chars = None  # encode_raw's path for a codec whose ids are not the byte values
     for text in ("".join(parts), "".join(parts) * 30):  # short texts go through a list, long ones numpy
-        assert ByteCodec.of(tok.backend_tokenizer).encode(text).tolist() == tok.backend_tokenizer.encode(text, add_special_tokens=False).ids
+        expected = tok.backend_tokenizer.encode(text, add_special_tokens=False).ids
+        assert codec.encode(text).tolist() == expected
+        for c in (codec, generic):  # the same ids as int32 bytes
+            assert np.frombuffer(c.encode_raw(text), np.int32).tolist() == expected
 
 
 @settings(max_examples=300, deadline=None)
@@ -95,8 +101,9 @@ def test_byte_codec_decodes_any_ids_as_the_backend(ids):
     from textgym.tokenizer import ByteCodec
 
     tok = tokenizer("tiny")
-    got = ByteCodec.of(tok.backend_tokenizer).decode(np.asarray(ids, np.int32))
-    assert got == tok.backend_tokenizer.decode(ids, skip_special_tokens=False)
+    codec = ByteCodec.of(tok.backend_tokenizer)
+    got = codec.decode(np.asarray(ids, np.int32))
+    assert got == codec.decode(array("i", ids)) == tok.backend_tokenizer.decode(ids, skip_special_tokens=False)
 
 
 def test_byte_codec_is_only_for_byte_level_bpe_without_merges(tmp_path):

@@ -215,13 +215,26 @@ def test_assistant_message_actions_are_rendered_by_the_template(kind):
 @pytest.mark.parametrize(
     "action",
     [np.zeros((2, 2), np.int32), [0.5, 1.5], [-1], [10**9], None, {"ids": [1, 2], "logprobs": [0.0]},
-     [65, 2**32 + 65], np.asarray([65, -1], np.int64), [65, 10**9, 258]],
+     [65, 2**32 + 65], np.asarray([65, -1], np.int64), [65, 10**9, 258],
+     [True, False], [65.0, 66.0], ["a"], [65, None], [np.float64(65)], [65, 2**31]],
 )  # fmt: skip
 def test_bad_token_actions_raise(kind, action):
     env = TokenObservation(LadderEnv(), tokenizer(kind))
     env.reset(seed=0)
     with pytest.raises(InvalidAction):
         env.step(action)
+
+
+@pytest.mark.parametrize("kind", ["chatml", "tiny"])
+@pytest.mark.parametrize("action", [[65, 66], [np.int64(65), np.int32(66)], [True, 66], [], [65, 258, 2]])
+def test_a_list_action_gives_the_ids_of_its_array(kind, action):
+    # A list of ints is read without numpy (an array("i")): the same ids as np.asarray's.
+    envs = [TokenObservation(LadderEnv(), tokenizer(kind)) for _ in range(2)]
+    for env in envs:
+        env.reset(seed=0)
+    listed, arrayed = envs[0].step(list(action)), envs[1].step(np.asarray(action, np.int64))
+    assert listed[0].dtype == np.int32 and listed[0].flags.writeable
+    assert listed[0].tolist() == arrayed[0].tolist() and listed[1:4] == arrayed[1:4]
 
 
 def test_step_after_the_end_raises_and_reset_starts_clean():
