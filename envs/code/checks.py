@@ -125,7 +125,7 @@ class Check:
         tree = ast.parse(code)
         self._real = compile(tree, "<test>", "exec")
         self._planned = compile(ast.fix_missing_locations(_SoftAsserts().visit(tree)), "<test>", "exec")
-        self._names = () if humaneval else _names_in(code)
+        self._names = ((), ()) if humaneval else _names_in(code)  # (called, modules): an MBPP line's
         self.plan: tuple[Call, ...] = self._make_plan()
         self._wires = tuple(_wire(c) for c in self.plan)
 
