@@ -104,8 +104,9 @@ class TemplateRenderer:
         return None if tail is None else tail.reach
 
     def prepare(self, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """``messages`` as the template sees them, for :meth:`tail` (each made once, as in :meth:`render`)."""
-        return [self._prepared_message(m) for m in messages]
+        """``messages`` as the template sees them, for :meth:`tail`. Not remembered, as :meth:`render`
+        remembers them: the caller keeps the prepared list and prepares each message once."""
+        return [self._prepare(m) for m in messages]
 
     def tail(self, chat: list[dict[str, Any]], start: int, tools: list | None, generation_prompt: bool) -> list[str] | None:
         """The rendering of the :meth:`prepare`-d messages ``chat`` without the header and the
@@ -150,15 +151,16 @@ class TemplateRenderer:
         if hit is None or hit[0] is not message:
             if len(self._messages) >= _MAX_PREPARED:
                 self._messages.clear()
-            # A dict of exact strs (so no None) without a reasoning field is what the helpers
-            # return for it: the same dict serves (templates render in a sandbox that changes nothing).
-            plain = message
-            if not (type(message) is dict and self._as_is(message)):
-                plain = {k: v for k, v in message.items() if v is not None}
-                if not self._as_is(plain):
-                    plain = self._alias(self._plain([plain]))[0]
-            hit = self._messages[id(message)] = (message, plain)  # held, so no id is reused while cached
+            hit = self._messages[id(message)] = (message, self._prepare(message))  # held, so no id is reused while cached
         return hit[1]
+
+    def _prepare(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        # A dict of exact strs (so no None) without a reasoning field is what the helpers
+        # return for it: the same dict serves (templates render in a sandbox that changes nothing).
+        if type(message) is dict and self._as_is(message):
+            return message
+        plain = {k: v for k, v in message.items() if v is not None}
+        return plain if self._as_is(plain) else self._alias(self._plain([plain]))[0]
 
     def _as_is(self, message: Mapping[str, Any]) -> bool:
         """Exact str keys and values and no reasoning field: the template takes it unchanged."""

@@ -340,7 +340,7 @@ class TokenObservation(gym.Wrapper):
             self._view_size, self._chat = len(previous), []  # (and no tail: the slow path set `_rendered`)
         # tool_prompt rewrites each message by itself (only the tools go into the first), so the
         # new messages' rewrite extends the one of the messages before them.
-        new = [self._plain(m) for m in self._conversation[len(previous) :]]
+        new = [thaw(m) for m in self._conversation[len(previous) :]]  # new objects: nothing to look up
         if self._tool_prompt.inline_calls:  # (else apply() would hand these dicts back as they are)
             new, _ = self._tool_prompt.apply(new, None)
         view = self._view + new
