@@ -8,12 +8,16 @@ once before the clock starts, plus the stop token. Reported: CPU microseconds pe
 excluded) of each, and the wrapper's overhead as a share of the bare step, then the same for
 resets (per episode: the wrapper renders and tokenizes the system turn with every tool schema);
 medians over rounds.
-With ``--peer-python`` the same runs in another checkout's interpreter too (before/after).
+With ``--peer-python`` the same runs in another checkout's interpreter too (before/after). With
+``--encode-both`` the bare side tokenizes each action too and drops the ids, so both sides run the
+same code between steps (by default only the wrapped side does, and transformers' tokenizer evicts
+caches that its next step then pays for).
 
 Run::
 
     python benchmarks/token_bench.py --env textgym/Workplace-v0 --episodes 40 --rounds 3
     python benchmarks/token_bench.py --env textgym/Workplace-v0 --peer-python OLD_VENV/bin/python
+    python benchmarks/token_bench.py --env textgym/Workplace-v0 --encode-both  # same work between steps
 """
 
 from __future__ import annotations
@@ -38,10 +42,12 @@ def as_text(action) -> str:
     return (action.get("content") or "") + "".join(blocks)
 
 
-def measure(env_id: str, episodes: int, rounds: int) -> dict:
+def measure(env_id: str, episodes: int, rounds: int, encode_both: bool = False) -> dict:
     """CPU microseconds per step and per reset, bare and wrapped, over the oracle episodes of seeds
     0..episodes-1 (``rounds`` times): each seed's bare episode and then its wrapped one, so a load
-    change on a shared machine hits both sides alike."""
+    change on a shared machine hits both sides alike. ``encode_both``: tokenize each action on
+    the bare side too (and drop the ids), so that both sides run the same code between steps
+    (transformers' tokenizer, which evicts caches the next step needs)."""
     import gymnasium as gym
 
     import textgym  # noqa: F401  (registers the ids)
@@ -62,7 +68,9 @@ def measure(env_id: str, episodes: int, rounds: int) -> dict:
         total[3] += 1
         while True:
             text = as_text(env.unwrapped.oracle_action())
-            action = tok.encode(text, add_special_tokens=False) + [tok.eos_token_id] if wrapped else text
+            if wrapped or encode_both:  # (on the bare side only to do the same work between steps)
+                ids = tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
+            action = ids if wrapped else text
             t = time.process_time()
             _, _, terminated, truncated, _ = outer.step(action)
             total[0] += time.process_time() - t
@@ -87,16 +95,22 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--peer-python", default=None, help="also run in this interpreter (another checkout)")
+    parser.add_argument(
+        "--encode-both",
+        action="store_true",
+        help="tokenize each action on the bare side too, so both sides do the same work between steps",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(measure(args.env, args.episodes, args.rounds)))
+        print(json.dumps(measure(args.env, args.episodes, args.rounds, args.encode_both)))
         return 0
     runs = {"this": sys.executable} | ({"peer": args.peer_python} if args.peer_python else {})
     results: dict[str, list[dict]] = {k: [] for k in runs}
     for _ in range(args.rounds):  # alternated, one round per worker process
         for who, python in runs.items():
             cmd = [python, __file__, "--worker", "--env", args.env, "--episodes", str(args.episodes), "--rounds", "1"]
+            cmd += ["--encode-both"] if args.encode_both else []
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
             results[who].append(json.loads(out.strip().splitlines()[-1]))
     print(f"| {args.env} | bare step (us) | wrapped step (us) | overhead (us) | overhead / bare |")
