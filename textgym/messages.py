@@ -73,6 +73,7 @@ class FrozenDict(Mapping):
 _new = object.__new__
 _set_data = FrozenDict._data.__set__  # the slots' own setters: FrozenDict.__setattr__ refuses writes
 _set_hash = FrozenDict._hash.__set__
+_STR = frozenset({str})  # thaw: the value types of a message it copies as it is
 
 
 def freeze(value: Any) -> Any:
@@ -92,7 +93,10 @@ def thaw(value: Any) -> Any:
     if kind is str:  # most values: answered before the abstract-class checks below
         return value
     if kind is FrozenDict:
-        return {k: v if type(v) is str else thaw(v) for k, v in value._data.items()}
+        data = value._data
+        if _STR.issuperset(map(type, data.values())):  # a message of strs (most): one C loop, one copy
+            return dict(data)
+        return {k: v if type(v) is str else thaw(v) for k, v in data.items()}
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
