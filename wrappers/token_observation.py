@@ -36,8 +36,8 @@ from textgym.tool_prompt import probe as probe_tool_prompt
 from textgym.wrappers.chat_render import Codec, TemplateRenderer
 
 # Stands in for the assistant's text when the template's framing of a turn is measured.
-_MASK = {False: b"\0", True: b"\1"}  # a loss mask byte, by "is a policy token"
 _PLACEHOLDER = "TextGym-Assistant-Turn"  # no edge whitespace: templates may trim
+_MASK = {False: b"\0", True: b"\1"}  # a loss mask byte, by "is a policy token"
 _FIX = (
     "token-in/token-out needs a prefix-preserving chat template (rendering more messages must only "
     "append text): pass TokenObservation(env, tokenizer, chat_template=...) a template that renders "
