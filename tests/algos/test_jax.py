@@ -273,6 +273,22 @@ def test_sampled_frequencies_follow_the_tempered_nucleus_distribution(temperatur
     assert freq[4] == 0
 
 
+def test_two_level_inverse_cdf_equals_the_one_level_one():
+    """Blocks of 256 over a vocabulary that is not a multiple of it, with zero-mass entries and
+    whole zero blocks (what top-p leaves): the same token as numpy's one cumulative sum, never a
+    zero-probability one."""
+    rng = np.random.default_rng(0)
+    probs = rng.random((64, 1000)) ** 4
+    probs[:, 256:512] = 0  # a whole block without mass
+    probs[rng.random(probs.shape) < 0.5] = 0
+    probs /= probs.sum(-1, keepdims=True)
+    u = rng.random((64, 1))
+    got = np.asarray(sampler.inverse_cdf(jnp.asarray(probs, jnp.float32), jnp.asarray(u, jnp.float32)))
+    cdf = np.cumsum(probs, -1)
+    np.testing.assert_array_equal(got, (cdf <= u * cdf[:, -1:]).sum(-1))
+    assert (probs[np.arange(64), got] > 0).all()
+
+
 def test_sampler_does_not_recompile_within_buckets(policy):
     policy.generate(prompts(4, (3, 5)), 9, 1.0, 0, eos_ids=())
     sizes = (sampler.prefill._cache_size(), sampler.decode._cache_size())
