@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 import pytest
 
 from textgym.error import ToolError
-from textgym.tools import Param, Tool, Toolset
+from textgym.tools import Encoded, Param, Tool, Toolset, to_json
 
 
 def send(
@@ -129,3 +129,13 @@ def test_missing_hint_is_a_definition_error():
 
     with pytest.raises(TypeError, match="needs a type hint"):
         Tool(f)
+
+
+def test_an_encoded_result_is_sent_as_its_own_text():
+    def page(n: int) -> dict:
+        """A result whose JSON text was made beforehand (here spaced unlike the encoder's)."""
+        return Encoded({"rows": [n]}, '{"rows":[%d]}' % n)
+
+    result = Toolset([page]).call("page", {"n": 7})
+    assert result.content == '{"rows":[7]}' != to_json({"rows": [7]}) and result.error is None
+    assert page(7) == {"rows": [7]}  # a dict to every other caller

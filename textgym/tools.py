@@ -61,6 +61,19 @@ class ToolResult:
     error: str | None = None
 
 
+class Encoded(dict):
+    """A tool's dict result that carries its own JSON text (``json``, exactly what
+    :func:`to_json` gives for the dict): :meth:`Toolset.call` sends that text instead of encoding
+    the dict again. For results built from parts encoded once, such as a search page of a world's
+    rows, whose encoding is otherwise the larger part of a call (issue 14)."""
+
+    __slots__ = ("json",)
+
+    def __init__(self, value: dict[str, Any], json: str):
+        super().__init__(value)
+        self.json = json
+
+
 class Tool:
     """One callable tool with its OpenAI schema."""
 
@@ -183,6 +196,8 @@ class Toolset(Mapping):
             result = tool.fn(**(arguments if tool._already_valid(arguments) else tool.validate(arguments)))
         except ToolError as exc:
             return _error(str(exc))
+        if type(result) is Encoded:
+            return ToolResult(result.json)
         return ToolResult(_encode_str(result) if type(result) is str else _ENCODER.encode(result))
 
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from textgym.envs.workplace import schema as S
+from textgym.tools import to_json
 
 MAX_WORD = 1000  # characters; SQLite refuses LIKE patterns past 50,000 bytes, so long words go to SQL
 
@@ -60,6 +61,7 @@ class WordIndex:
         self.position: dict[str, int] = {r[1]: i for i, r in enumerate(rows) if r[1] is not None}  # id -> position
         columns = [r[2:] for r in rows]  # the row's columns, as the tools select them
         self.records: list[dict] = [dict(zip(table.names, r)) for r in columns]  # position -> the row, to copy
+        self.encoded: list[str] = [to_json(r) for r in self.records]  # position -> the row's JSON text
         self.at: dict[int, int] = {r: i for i, r in enumerate(self.rowids)}  # rowid -> position
         self.searched = [table.names.index(c) for c in table.search]
         self.texts: list[bytes] = [fold([r[i] for i in self.searched]) for r in columns]
@@ -166,8 +168,11 @@ class SessionRows:
             self._overlays[table.name] = written, skip, [p for p in range(len(index.records)) if p not in skip]
         return self._overlays[table.name]
 
-    def read(self, table: S.Table, where: Where, offset: int, limit: int | None) -> tuple[int, list[dict[str, Any]]]:
-        """The number of matches and the matches ``offset`` to ``offset + limit`` (all without a limit), in order."""
+    def read(
+        self, table: S.Table, where: Where, offset: int, limit: int | None
+    ) -> tuple[int, list[dict[str, Any]], list[str] | None]:
+        """The number of matches, the matches ``offset`` to ``offset + limit`` (all without a
+        limit) in order, and their JSON texts where the rows came from the index (else None)."""
         end = None if limit is None else offset + limit
         if where.indexed:
             return self._from_index(table, where, offset, end)
@@ -177,7 +182,7 @@ class SessionRows:
             sql = f'SELECT {table.select_list} FROM "{table.name}"{cond} ORDER BY {table.order} LIMIT ? OFFSET ?'
             page = [*params, -1 if end is None else end - offset, offset]
             rows = self.db.execute(sql, page).fetchall() if total > offset else []
-            return total, [dict(zip(table.names, r)) for r in rows]
+            return total, [dict(zip(table.names, r)) for r in rows], None
         # The matches found once, their rowids in order; then the page's rows. "+column" keeps
         # SQLite from walking the order's index past every non-match: the matches (a LIKE scan,
         # or by the index on the event end) come first and are sorted (few).
@@ -186,9 +191,11 @@ class SessionRows:
         total, ids = len(ids), ids[offset:end]
         sql = f'SELECT rowid, {table.select_list} FROM "{table.name}" WHERE rowid IN ({", ".join("?" * len(ids))})'
         found = {r[0]: r[1:] for r in self.db.execute(sql, ids)} if ids else {}
-        return total, [dict(zip(table.names, found[i])) for i in ids]
+        return total, [dict(zip(table.names, found[i])) for i in ids], None
 
-    def _from_index(self, table: S.Table, where: Where, offset: int, end: int | None) -> tuple[int, list[dict[str, Any]]]:
+    def _from_index(
+        self, table: S.Table, where: Where, offset: int, end: int | None
+    ) -> tuple[int, list[dict[str, Any]], list[str]]:
         """:meth:`read` from the world's index: its rows as built, and the rows this session wrote.
 
         The index holds the untouched rows in order and finds the words; SQL only tells which
@@ -212,7 +219,7 @@ class SessionRows:
                 # be one, but a statement holding it crashed SQLite 3.40 after the next deserialize)
                 ids = [index.rowids[p] for p in positions] + list(written)
                 if not ids:
-                    return 0, []
+                    return 0, [], []
                 ids += ids[-1:] * ((1 << (len(ids) - 1).bit_length()) - len(ids))
                 cond = " WHERE " + " AND ".join([f"rowid IN ({', '.join('?' * len(ids))})", *where.conds])
                 params = [*ids, *params]
@@ -223,8 +230,17 @@ class SessionRows:
         order: list[int | tuple] = list(positions)  # positions in the index, and written rows
         for row in sorted(written.values(), key=index.key, reverse=True):  # the largest first: later ones go before
             order.insert(bisect_left(positions, index.key(row), key=index.keys.__getitem__), row)
-        # A copy of the world's record (a fresh dict per call) costs a third of building one.
-        return len(order), [dict(index.records[p] if isinstance(p, int) else zip(table.names, p)) for p in order[offset:end]]
+        # A copy of the world's record (a fresh dict per call) costs a third of building one; its
+        # JSON text was made with the index, a written row's is made here.
+        rows, texts = [], []
+        for p in order[offset:end]:
+            if isinstance(p, int):
+                rows.append(dict(index.records[p]))
+                texts.append(index.encoded[p])
+            else:
+                rows.append(dict(zip(table.names, p)))
+                texts.append(to_json(rows[-1]))
+        return len(order), rows, texts
 
 
 class _Descending:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from textgym.envs.workplace import schema as S
 from textgym.envs.workplace import search
 from textgym.error import ToolError
-from textgym.tools import EMAIL_PATTERN, Param, Toolset, ToolResult
+from textgym.tools import EMAIL_PATTERN, Encoded, Param, Toolset, ToolResult, to_json
 
 if TYPE_CHECKING:
     from textgym.envs.workplace.visits import Visits
@@ -321,14 +321,13 @@ class WorkplaceTools:
         return {"status": "updated", table.id_column: key, "field": field, "new_value": value}
 
     def _page(self, table: S.Table, where: _Where, page: int, page_size: int, label: str):
-        total, rows = self.rows.read(table, where, (page - 1) * page_size, page_size)
-        return {
-            label: rows,
-            "page": page,
-            "page_size": page_size,
-            "total": total,
-            "total_pages": max(1, math.ceil(total / page_size)),
-        }
+        total, rows, texts = self.rows.read(table, where, (page - 1) * page_size, page_size)
+        counts = {"page": page, "page_size": page_size, "total": total, "total_pages": max(1, math.ceil(total / page_size))}
+        result = {label: rows, **counts}
+        if texts is None:
+            return result
+        # The rows' texts joined as the encoder joins a list; the counts encoded as they are.
+        return Encoded(result, "{" + to_json(label) + ": [" + ", ".join(texts) + "], " + to_json(counts)[1:])
 
     def _send(self, recipient: str, subject: str, body: str) -> dict[str, Any]:
         email_id = self._create(
