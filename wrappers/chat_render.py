@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from textgym.messages import all_str
 from textgym.tokenizer import ByteCodec
 from textgym.wrappers.chat_known import KnownTail, known_tail
 from textgym.wrappers.chat_tail import TailTemplate, tail_template
@@ -40,7 +41,6 @@ from textgym.wrappers.chat_tail import TailTemplate, tail_template
 _DICT_ATTRIBUTES = frozenset(dir(dict))
 # A loop's counters and flags: ints and bools, which the sandbox hands out unchecked.
 _LOOP_COUNTERS = frozenset({"first", "last", "index", "index0", "revindex", "revindex0", "length", "depth", "depth0"})
-_STR = frozenset({str})
 _MAX_PREPARED = 4096  # prepared messages kept (one episode's worth many times over)
 
 
@@ -165,9 +165,7 @@ class TemplateRenderer:
 
     def _as_is(self, message: Mapping[str, Any]) -> bool:
         """Exact str keys and values and no reasoning field: the template takes it unchanged."""
-        # issuperset over map(type, ...) is one C loop each: a generator's frames cost more (issue 14)
-        strs = _STR.issuperset(map(type, message)) and _STR.issuperset(map(type, message.values()))
-        return strs and self._reasoning.isdisjoint(message)
+        return all_str(message) and all_str(message.values()) and self._reasoning.isdisjoint(message)
 
     def _prepared(self, tools: list | None) -> list | None:
         """The tool list as the template sees it, rebuilt only when other tool objects come in."""
