@@ -69,9 +69,9 @@ class Encoded(dict):
 
     __slots__ = ("json",)
 
-    def __init__(self, value: dict[str, Any], json: str):
+    def __init__(self, value: dict[str, Any], text: str):
         super().__init__(value)
-        self.json = json
+        self.json = text
 
 
 class Tool:
