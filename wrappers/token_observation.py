@@ -33,7 +33,7 @@ from textgym.messages import FrozenDict, thaw
 from textgym.rollout import TokenTrajectory
 from textgym.spaces import TokenSequence
 from textgym.tool_prompt import probe as probe_tool_prompt
-from textgym.wrappers.chat_render import Codec, TemplateRenderer
+from textgym._chat_templates.render import Codec, TemplateRenderer
 
 # Stands in for the assistant's text when the template's framing of a turn is measured.
 _PLACEHOLDER = "TextGym-Assistant-Turn"  # no edge whitespace: templates may trim
@@ -155,7 +155,7 @@ class TokenObservation(gym.Wrapper):
         self._context = bytearray()  # a new one: the last episode's trajectory holds the old one
         self._done = False
         self._thawed = {}
-        # transformers' own rendering, which also checks the faster renderer's (chat_render.py)
+        # transformers' own rendering, which also checks the faster renderer's (_chat_templates/render.py)
         self._view, self._view_tools = self._tool_prompt.apply([self._plain(m) for m in self._conversation], self._tools)
         self._view_size = len(self._conversation)
         self._rendered = self._renderer.check(self._view, self._view_tools, True)
@@ -331,7 +331,7 @@ class TokenObservation(gym.Wrapper):
         :meth:`_closing` and :meth:`_env_turn` (issue 14: they were ~20 ms per Sudoku episode).
         A turn it does not fit (tool calls in the message, a template that trims or rewrites)
         goes the slow way, which checks each part and explains a failure. Where the template has
-        the shape of :mod:`~textgym.wrappers.chat_tail`, both renderings are compared from the
+        the shape of :mod:`~textgym._chat_templates.tail`, both renderings are compared from the
         tail's start on: what comes before it is the same in both.
         """
         message = self._conversation[len(previous)]
@@ -357,7 +357,7 @@ class TokenObservation(gym.Wrapper):
             return closing + after[len(head) :]
         # The same check on the part of the rendering that the step can change: the header and
         # the bodies of the messages before `first` (the earliest a new message can change) are
-        # the same in both (chat_tail.py), so only the bodies from `first` on are rendered anew.
+        # the same in both (_chat_templates/tail.py), so only the bodies from `first` on are rendered anew.
         start, parts = tail
         first = max(start, len(self._view) - self._renderer.reach(self._view_tools is not None))
         chat = self._chat + self._renderer.prepare(new)

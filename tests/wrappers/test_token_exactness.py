@@ -1,8 +1,8 @@
 """Every observation TokenObservation hands out is, id for id, what transformers alone gives.
 
-The wrapper renders through :class:`~textgym.wrappers.chat_render.TemplateRenderer` (prepared
+The wrapper renders through :class:`~textgym._chat_templates.render.TemplateRenderer` (prepared
 tools and messages, a faster sandbox lookup), keeps the rewritten conversation from step to step,
-and encodes through :class:`~textgym.wrappers.chat_render.Codec` (the ``tokenizers`` backend or
+and encodes through :class:`~textgym._chat_templates.render.Codec` (the ``tokenizers`` backend or
 :class:`~textgym.tokenizer.ByteCodec`). None of that may change one id: each step is compared with
 ``apply_chat_template`` of the whole conversation and ``tokenizer.encode`` of the new text.
 """

@@ -34,8 +34,8 @@ import numpy as np
 
 from textgym.messages import all_str
 from textgym.tokenizer import ByteCodec
-from textgym.wrappers.chat_known import KnownTail, known_tail
-from textgym.wrappers.chat_tail import TailTemplate, tail_template
+from textgym._chat_templates.known import KnownTail, known_tail
+from textgym._chat_templates.tail import TailTemplate, tail_template
 
 # Names a plain dict answers with getattr (its methods and object's): the sandbox's own path for them.
 _DICT_ATTRIBUTES = frozenset(dir(dict))
@@ -94,7 +94,7 @@ class TemplateRenderer:
 
     def reach(self, with_tools: bool) -> int | None:
         """How many messages after its own a message's rendering may depend on, where the template
-        renders from a message on (:mod:`~textgym.wrappers.chat_tail`); None where it cannot."""
+        renders from a message on (:mod:`~textgym._chat_templates.tail`); None where it cannot."""
         if not self.fast:
             return None
         if with_tools not in self._tails:
@@ -113,7 +113,7 @@ class TemplateRenderer:
         """The rendering of the :meth:`prepare`-d messages ``chat`` without the header and the
         messages before ``start``, as one text per message from ``start`` on and the footer's
         (joined: the end of :meth:`render`'s text), where :meth:`reach` is not None; None where a
-        message holds the marker that splits them (:class:`~textgym.wrappers.chat_tail.TailTemplate`).
+        message holds the marker that splits them (:class:`~textgym._chat_templates.tail.TailTemplate`).
         The caller keeps ``chat`` from step to step and extends it (preparing a whole
         conversation at every step was a sixth of the wrapper's time)."""
         return self._tails[tools is not None].render(

@@ -1,5 +1,5 @@
 """A template rendered from a message on is the end of its whole rendering, and what it leaves out
-does not change when messages are appended (``textgym.wrappers.chat_tail``).
+does not change when messages are appended (``textgym._chat_templates.tail``).
 
 TokenObservation's per-step prefix check compares only these tails, so each claim the module
 makes about a template it accepts is checked here on real conversations, for every start, against
@@ -14,11 +14,11 @@ import pytest
 
 import textgym  # noqa: F401  (registers the ids)
 from tests.wrappers.chat_fixtures import CHATML_TEMPLATE, LLAMA3_TEMPLATE, THINK_DROPPING_TEMPLATE, LadderEnv, tokenizer
-from tests.wrappers.test_chat_render import played, reference
+from tests.chat_templates.test_render import played, reference
 from tests.wrappers.token_reference import assert_steps_match_reference
 from textgym.tokenizer import CHAT_TEMPLATE
 from textgym.wrappers import TokenObservation
-from textgym.wrappers.chat_render import TemplateRenderer
+from textgym._chat_templates.render import TemplateRenderer
 
 # Counts the turns (loop.index): prefix-preserving, and exact from any start only because the copy
 # offsets the counters. Also reads the next message (reach 1) and the first one.
@@ -133,11 +133,11 @@ def test_token_observation_renders_tails_and_stays_exact_with_numbered_turns():
 def test_a_message_that_holds_the_marker_renders_whole_and_stays_exact(known, monkeypatch):
     # The Jinja tail's texts are split at a marker; a message holding it gives no split (not a wrong
     # one), the step renders the whole conversation, and every id stays the reference's. The tiny
-    # template's plain-Python tail (chat_known.py) needs no marker: its texts are the message's.
+    # template's plain-Python tail (_chat_templates/known.py) needs no marker: its texts are the message's.
     from tests.wrappers.token_reference import decode, encode, reference_render
     from textgym.messages import thaw
-    from textgym.wrappers import chat_known
-    from textgym.wrappers.chat_tail import MARK
+    from textgym._chat_templates import known as chat_known
+    from textgym._chat_templates.tail import MARK
 
     if not known:
         monkeypatch.setattr(chat_known, "KNOWN", {})

@@ -1,7 +1,7 @@
 """Chat templates we ship, rendered from a message on in plain Python instead of Jinja.
 
 :class:`~textgym.wrappers.TokenObservation` renders, at every step, the loop bodies of the last
-messages and the footer (:mod:`~textgym.wrappers.chat_tail`). Through Jinja that is a context, a
+messages and the footer (:mod:`~textgym._chat_templates.tail`). Through Jinja that is a context, a
 loop and a generator per step: on Workplace-v0 the largest part of the wrapper's cost per step
 (issue 14), though for the tiny preset's template each body is a few string concatenations.
 
@@ -9,7 +9,7 @@ A template's tail is rendered here only when the template's source is *exactly* 
 in :data:`KNOWN` (any other text, even one character apart, keeps the Jinja path), and only for
 messages inside the domain the function below was written for: plain dicts whose ``role`` and
 ``content`` are strs and without ``tool_calls``. Anything else is answered by the Jinja tail.
-Equality with Jinja and with ``apply_chat_template`` is what ``tests/wrappers/test_chat_known.py``
+Equality with Jinja and with ``apply_chat_template`` is what ``tests/chat_templates/test_known.py``
 checks, over real Sudoku, Workplace and Code conversations, every start and every prefix, and
 fuzzed messages; and every reset compares a tail with ``apply_chat_template``'s rendering before
 the wrapper trusts it (``TokenObservation._anchor``).
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from textgym.tokenizer import CHAT_TEMPLATE as TINY_TEMPLATE
-from textgym.wrappers.chat_tail import TailTemplate
+from textgym._chat_templates.tail import TailTemplate
 
 # (messages, start, add_generation_prompt) -> [body_start, ..., body_n, footer], or None outside its domain
 Bodies = Callable[[list, int, bool], "list[str] | None"]
@@ -67,7 +67,7 @@ KNOWN: dict[str, tuple[Bodies, int]] = {TINY_TEMPLATE: (_tiny, 1)}
 
 
 class KnownTail:
-    """A :class:`~textgym.wrappers.chat_tail.TailTemplate` whose bodies come from a function of
+    """A :class:`~textgym._chat_templates.tail.TailTemplate` whose bodies come from a function of
     :data:`KNOWN`; the Jinja tail answers the messages outside that function's domain."""
 
     def __init__(self, bodies: Bodies, jinja: TailTemplate):

@@ -1,7 +1,7 @@
 """The faster template rendering and tokenizer calls of TokenObservation equal transformers' own.
 
-:class:`~textgym.wrappers.chat_render.TemplateRenderer` prepares the tool list once and remembers
-each tool's ``tojson`` text; :class:`~textgym.wrappers.chat_render.Codec` calls a fast tokenizer's
+:class:`~textgym._chat_templates.render.TemplateRenderer` prepares the tool list once and remembers
+each tool's ``tojson`` text; :class:`~textgym._chat_templates.render.Codec` calls a fast tokenizer's
 backend directly. Both must give exactly what ``apply_chat_template``, ``encode`` and ``decode``
 give, and any disagreement must switch the shortcut off.
 """
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import textgym  # noqa: F401  (registers the ids)
 from tests.wrappers.chat_fixtures import CHATML_TEMPLATE, tokenizer
 from textgym.messages import thaw
-from textgym.wrappers.chat_render import Codec, TemplateRenderer
+from textgym._chat_templates.render import Codec, TemplateRenderer
 
 KINDS = ["tiny", "chatml", "llama3", "think"]
 

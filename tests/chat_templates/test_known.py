@@ -1,4 +1,4 @@
-"""The plain-Python tails of known templates (``textgym.wrappers.chat_known``) render exactly what
+"""The plain-Python tails of known templates (``textgym._chat_templates.known``) render exactly what
 their Jinja tails and ``apply_chat_template`` render.
 
 TokenObservation trusts these functions at every step, so equality is checked here on real
@@ -14,14 +14,15 @@ from hypothesis import strategies as st
 
 import textgym  # noqa: F401  (registers the ids)
 from tests.wrappers.chat_fixtures import LadderEnv, make_env, tokenizer
-from tests.wrappers.test_chat_render import played, reference
+from tests.chat_templates.test_render import played, reference
 from tests.wrappers.token_reference import assert_steps_match_reference, decode, encode, reference_render
 from textgym.messages import thaw
 from textgym.tokenizer import CHAT_TEMPLATE
-from textgym.wrappers import TokenObservation, chat_known
-from textgym.wrappers.chat_known import KnownTail
-from textgym.wrappers.chat_render import TemplateRenderer
-from textgym.wrappers.chat_tail import MARK
+from textgym._chat_templates import known as chat_known
+from textgym._chat_templates.known import KnownTail
+from textgym._chat_templates.render import TemplateRenderer
+from textgym._chat_templates.tail import MARK
+from textgym.wrappers import TokenObservation
 
 DOUBLE = '<tool_call>{"name": "step_up", "arguments": {}}</tool_call>' * 2
 ENVS = ["textgym/Sudoku-v0", "textgym/Workplace-v0", "textgym/Code-v0", "ladder"]
