@@ -155,11 +155,6 @@ def tool(content: str, tool_call_id: str, name: str) -> FrozenDict:
     return msg
 
 
-def is_message(value: Any) -> bool:
-    """True for a mapping with a known ``role`` and a str ``content``."""
-    return isinstance(value, Mapping) and value.get("role") in ROLES and isinstance(value.get("content"), str)
-
-
 def render(conversation: Sequence[Mapping]) -> str:
     """Plain-text transcript of a conversation, for ``render_mode="ansi"`` and the CLI."""
     lines = []

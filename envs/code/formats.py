@@ -31,8 +31,6 @@ from textgym.error import InvalidTask
 from textgym.sandbox.zygote import encode
 from textgym.tasks import Task, task_id
 
-FORMATS = ("function", "stdio", "humaneval", "mbpp")
-
 
 def cached_task_from_dict(d: Mapping[str, Any]) -> Task:
     """:func:`task_from_dict`, remembered for the last ``CACHE_SIZE`` distinct dicts of plain data.

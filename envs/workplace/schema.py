@@ -171,7 +171,6 @@ DIRECTORY = Table(
 )
 
 TABLES: tuple[Table, ...] = (EMAILS, CALENDAR, ANALYTICS, PLOTS, PROJECT_TASKS, CUSTOMERS, DIRECTORY)
-TABLES_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 
 
 def fmt_datetime(value: datetime) -> str:

@@ -33,7 +33,6 @@ from textgym.parsing import arguments_dict, decode_json
 from textgym.tasks import Task, task_id
 
 TEMPLATES: tuple[Template, ...] = (*templates.TEMPLATES, *templates_records.TEMPLATES)
-TEMPLATES_BY_NAME: dict[str, Template] = {t.name: t for t in TEMPLATES}
 CATEGORIES: tuple[str, ...] = ("email", "calendar", "analytics", "project_management", "crm", "multi_domain")
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
 NEMO_CATEGORY_PREFIX = "workplace_assistant_"

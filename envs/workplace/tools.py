@@ -79,11 +79,6 @@ TOOL_NAMES: tuple[str, ...] = (
     "customer_relationship_manager_add_customer",
     "customer_relationship_manager_delete_customer",
 )
-WRITE_TOOLS = frozenset(
-    n
-    for n in TOOL_NAMES
-    if any(v in n for v in ("_send_", "_delete_", "_forward_", "_reply_", "_create_", "_update_", "_add_"))
-)
 
 
 def canonical_datetime(value: str) -> str:
