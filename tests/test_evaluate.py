@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from tests.policies.fake_openai import serve, stop
 from tests.policies.toy import ENV_ID
 from textgym.cli import main
-from textgym.evaluate import PolicySpec, evaluate, pass_at_k, pass_hat_k, task_categories
+from textgym.evaluate import evaluate, pass_at_k, pass_hat_k, task_categories
+from textgym.evaluate.command import PolicySpec
 from textgym.policies import OraclePolicy, RandomPolicy
 from textgym.rollout import Rollout
 
@@ -156,7 +157,8 @@ def test_tables_keep_every_policy_name_at_any_width(width):
 
     from rich.console import Console
 
-    from textgym.evaluate import PolicyReport, _print_tables
+    from textgym.evaluate import PolicyReport
+    from textgym.evaluate.command import _print_tables
 
     rollouts = [Rollout("e", "t", s, [], 1.0, True, 2, True, False, end_reason="success") for s in range(4)]
     categories = {0: "email", 1: "calendar", 2: "customer_relationship_manager", 3: "email"}

@@ -17,7 +17,7 @@ from textgym.error import TextGymError
 # (command, module, add-arguments function, run function, help) for commands that live in
 # other modules; they are imported only when the command line names them.
 _DELEGATED = (
-    ("eval", "textgym.evaluate", "add_arguments", "run", "compare policies on the same seeds"),
+    ("eval", "textgym.evaluate.command", "add_arguments", "run", "compare policies on the same seeds"),
     ("train", "textgym.algos.train", "add_train_arguments", "run_train", "GRPO training (jax or torch backend)"),
     ("sft", "textgym.algos.train", "add_sft_arguments", "run_sft", "supervised warm start on oracle demonstrations"),
     ("serve", "textgym.serve", "add_arguments", "run", "serve an env over the OpenEnv protocol (WebSocket)"),

@@ -89,7 +89,7 @@ def test_a_weights_only_directory_needs_a_tokenizer_only_for_text(tmp_path, caps
 
 
 def test_model_policies_parse_in_eval():
-    from textgym.evaluate import PolicySpec
+    from textgym.evaluate.command import PolicySpec
 
     spec = PolicySpec.parse("model:smollm2-135m")
     assert (spec.kind, spec.model, spec.name) == ("model", "smollm2-135m", "model:smollm2-135m")

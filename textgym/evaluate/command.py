@@ -1,42 +1,22 @@
-"""Reward profiling: ``textgym eval <id> --policy ... [--policy ...]`` compares policies on the same seeds.
-
-Each policy plays ``--episodes`` tasks (seeds ``S``, ``S+1``, ...) ``--k`` times each. We report
-success (pass@1), the unbiased pass@k and pass^k estimators over the ``k`` attempts per task,
-mean turns and reward, success by task category when the env has categories, a table, an
-optional PNG plot and the rollouts as JSONL. A profile with the oracle near 1.0 and random near
-0.0 is the first check of a new env's verifier; a real model lands in between.
-
-Example::
-
-    textgym eval textgym/Workplace-v0 --policy oracle --policy random \\
-        --policy openai:Qwen/Qwen3-8B@http://localhost:8000/v1 --episodes 50 --k 4 --plot profile.png
-
-A ``model:<dir|file.gguf|preset>`` policy plays in token space: its episodes run through a
-:class:`~textgym.wrappers.TokenObservation` of the same env and seeds, batched through the
-``--backend``'s sampler, and land in the same table, plot and JSONL (with their token ids).
-"""
+"""``textgym eval <id> --policy ... [--policy ...]``: parse the policies, play them, print and save the profile."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
-import time
-from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 from textgym.cli import json_object, seed_int
-from textgym.error import require
+from textgym.evaluate.plotting import plot
+from textgym.evaluate.reward_profile import PolicyReport, evaluate, task_categories
 from textgym.policies.base import Policy
-from textgym.rollout import Rollout
 
 
 @dataclass(frozen=True)
@@ -69,174 +49,6 @@ class PolicySpec:
             f"(e.g. openai:Qwen/Qwen3-8B@http://localhost:8000/v1), or model:<dir|file.gguf|preset> "
             f"(e.g. model:smollm2-135m), got {text!r}"
         )
-
-
-@dataclass
-class PolicyReport:
-    """The profile of one policy: its rollouts and the metrics computed from them."""
-
-    name: str
-    rollouts: list[Rollout]
-    k: int
-    seconds: float
-    categories: Mapping[int, str | None] = field(default_factory=dict)
-
-    def _by_seed(self) -> dict[int | None, list[bool]]:
-        groups: dict[int | None, list[bool]] = defaultdict(list)
-        for r in self.rollouts:
-            groups[r.seed].append(bool(r.success))
-        return groups
-
-    @property
-    def success(self) -> float:
-        return float(np.mean([r.success for r in self.rollouts]))
-
-    @property
-    def pass_at_k(self) -> float:
-        return float(np.mean([pass_at_k(len(s), sum(s), self.k) for s in self._by_seed().values()]))
-
-    @property
-    def pass_hat_k(self) -> float:
-        return float(np.mean([pass_hat_k(len(s), sum(s), self.k) for s in self._by_seed().values()]))
-
-    @property
-    def mean_turns(self) -> float:
-        return float(np.mean([r.turns for r in self.rollouts]))
-
-    @property
-    def mean_reward(self) -> float:
-        return float(np.mean([r.reward for r in self.rollouts]))
-
-    @property
-    def end_reasons(self) -> dict[str, int]:
-        """Episodes per ``end_reason`` (every reason of :data:`textgym.env.END_REASONS`, zeros too)."""
-        from textgym.env import END_REASONS
-
-        counts = {reason: 0 for reason in END_REASONS}
-        for r in self.rollouts:
-            key = r.end_reason or "unrecorded"
-            counts[key] = counts.get(key, 0) + 1
-        return counts
-
-    @property
-    def by_category(self) -> dict[str, float]:
-        """Success rate per task category (empty when the env's tasks have none)."""
-        groups: dict[str, list[bool]] = defaultdict(list)
-        for r in self.rollouts:
-            category = self.categories.get(r.seed)
-            if category is not None:
-                groups[str(category)].append(bool(r.success))
-        return {c: float(np.mean(v)) for c, v in sorted(groups.items())}
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from ``n`` attempts with ``c`` successes: P(some of k attempts succeeds).
-
-    The estimator of Chen et al. 2021 (Codex, eq. 1): ``1 - C(n-c, k) / C(n, k)``.
-    """
-    _check_nck(n, c, k)
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
-def pass_hat_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass^k from ``n`` attempts with ``c`` successes: P(all of k attempts succeed).
-
-    The reliability metric of tau-bench (Yao et al. 2024): ``C(c, k) / C(n, k)``.
-    """
-    _check_nck(n, c, k)
-    return math.comb(c, k) / math.comb(n, k)
-
-
-def _check_nck(n: int, c: int, k: int) -> None:
-    if not (0 <= c <= n and 1 <= k <= n):
-        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
-
-
-def evaluate(
-    venv: gym.vector.VectorEnv,
-    policies: Mapping[str, Callable[[gym.vector.VectorEnv], Policy]],
-    seeds: Sequence[int],
-    k: int = 1,
-    categories: Mapping[int, str | None] | None = None,
-    on_episodes: Callable[[str, int], None] | None = None,
-) -> list[PolicyReport]:
-    """Run every policy on the same seeds, ``k`` episodes per seed, and profile each.
-
-    Args:
-        venv: The vector env all policies play (reset with the seeds, so runs are comparable).
-        policies: Name -> function making the policy for ``venv`` (the oracle needs it).
-        seeds: One seed per task.
-        k: Attempts per seed (the ``k`` of pass@k and pass^k).
-        categories: Seed -> task category, for success by category.
-        on_episodes: Called with (policy name, episodes just finished), e.g. for a progress bar.
-    """
-    from textgym.rollout import collect
-
-    env_id = getattr(venv.spec, "id", None)
-    counted = venv if on_episodes is None else _EpisodeCounter(venv, on_episodes)
-    reports = []
-    for name, make_policy in policies.items():
-        if on_episodes is not None:
-            counted.name = name
-        policy = make_policy(counted)
-        started = time.perf_counter()
-        try:
-            rollouts = collect(counted, policy, seeds=list(seeds), group_size=k, env_id=env_id)
-        finally:
-            if callable(getattr(policy, "close", None)):
-                policy.close()  # an endpoint policy's threads and connections
-        reports.append(PolicyReport(name, rollouts, k, time.perf_counter() - started, dict(categories or {})))
-    return reports
-
-
-class _EpisodeCounter(gym.vector.VectorWrapper):
-    """Reports the seeded episodes that finished at each vector step (drives the progress bar).
-
-    Only episodes begun by a seeded reset count: the unseeded autoreset episodes that a vector
-    env starts in slots that ``collect`` leaves idle are not the evaluation's.
-    """
-
-    def __init__(self, env: gym.vector.VectorEnv, report: Callable[[str, int], None]):
-        super().__init__(env)
-        self.report = report
-        self.name = ""
-        self.live = np.zeros(env.num_envs, dtype=bool)
-
-    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None):
-        mask = np.ones(self.num_envs, dtype=bool) if not options or "reset_mask" not in options else options["reset_mask"]
-        seeded = [s is not None for s in seed] if isinstance(seed, (list, tuple)) else [True] * self.num_envs
-        self.live[mask] = np.asarray(seeded)[mask]
-        return self.env.reset(seed=seed, options=options)
-
-    def step(self, actions):
-        obs, rewards, terminated, truncated, infos = self.env.step(actions)
-        done = (terminated | truncated) & self.live
-        self.live &= ~done
-        self.report(self.name, int(done.sum()))
-        return obs, rewards, terminated, truncated, infos
-
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        return self.env.call(name, *args, **kwargs)
-
-    def get_attr(self, name: str) -> tuple[Any, ...]:
-        return self.env.get_attr(name)
-
-
-def task_categories(env_id: str, seeds: Sequence[int], env_kwargs: Mapping[str, Any]) -> dict[int, str | None]:
-    """Each seed's task category: ``info["category"]`` at reset, else the task's metadata."""
-    env = gym.make(env_id, **env_kwargs)
-    out = {}
-    try:
-        for seed in seeds:
-            _, info = env.reset(seed=seed)
-            task = getattr(env.unwrapped, "task", None)
-            out[seed] = info.get("category") or (getattr(task, "metadata", None) or {}).get("category")
-    finally:
-        env.close()
-    return out
-
-
-# ----- command line -----
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -402,31 +214,6 @@ def _print_tables(console: Any, env_id: str, reports: list[PolicyReport], episod
     if categories:
         rows = [(c, [f"{r.by_category[c]:.3f}" if c in r.by_category else "-" for r in reports]) for c in categories]
         print_table(console, "success by category", "category", [r.name for r in reports], rows, names="columns")
-
-
-def plot(reports: list[PolicyReport], path: str, title: str = "") -> None:
-    """A grouped bar plot of success, pass@k and pass^k per policy (and success by category)."""
-    Figure = require("matplotlib.figure", "plot").Figure  # lazy: plotting is optional
-
-    k = reports[0].k
-    categories = sorted({c for r in reports for c in r.by_category})
-    panels = [("metric", ["success", f"pass@{k}", f"pass^{k}"], lambda r: [r.success, r.pass_at_k, r.pass_hat_k])]
-    if categories:
-        panels.append(("category", categories, lambda r: [r.by_category.get(c, 0.0) for c in categories]))
-    fig = Figure(figsize=(6 + 0.6 * len(categories), 3.5 * len(panels)), layout="constrained")
-    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
-    width = 0.8 / len(reports)
-    for ax, (xlabel, labels, values) in zip(axes, panels):
-        x = np.arange(len(labels))
-        for i, r in enumerate(reports):
-            bars = ax.bar(x + (i - (len(reports) - 1) / 2) * width, values(r), width, label=r.name)
-            ax.bar_label(bars, fmt="%.2f", fontsize="x-small")
-        ax.set_xticks(x, labels, rotation=20 if xlabel == "category" else 0)
-        ax.set_ylim(0, 1.05)
-        ax.set_ylabel("success rate" if xlabel == "category" else "rate")
-        ax.legend(fontsize="small")
-    axes[0].set_title(title)
-    fig.savefig(path, dpi=120)
 
 
 def _write(path: str, reports: list[PolicyReport]) -> None:
