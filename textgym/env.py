@@ -12,6 +12,12 @@ truncation, the ``info`` contract and ANSI rendering. A concrete env implements 
 
 and optionally ``tools`` (a :class:`~textgym.tools.Toolset`) and ``oracle_action()``.
 
+State and fork: ``get_state()`` returns the episode as versioned bytes, ``set_state(state)``
+restores it into an env made with the same id and arguments, ``clone()`` forks a live episode,
+and ``reset(options={"state": state})`` starts from one (how a GRPO group branches from a shared
+prefix). The base class saves what every env has (task, conversation, turn, generator); an env
+adds its own parts with two hooks, ``save_episode(blobs)`` and ``load_episode(parts, blobs)``.
+
 The last step of every episode says why it ended in ``info["end_reason"]`` (:data:`END_REASONS`):
 ``success`` and ``failure`` (the verifier's verdict on a terminated episode), ``max_turns``,
 ``length`` (the action that ended it was cut by a character budget; token budgets are the
@@ -30,8 +36,9 @@ from typing import Any, ClassVar, Literal, get_args
 import gymnasium as gym
 import numpy as np
 
-from textgym.error import InvalidAction, InvalidTask, ResetNeeded
-from textgym.messages import FrozenDict, render, tool, user
+from textgym import state as state_format
+from textgym.error import InvalidAction, InvalidState, InvalidTask, ResetNeeded
+from textgym.messages import FrozenDict, freeze, render, thaw, tool, user
 from textgym.parsing import ParsedTurn, parse_turn
 from textgym.spaces import AssistantTurn, Conversation
 from textgym.tasks import Task, load_tasks
@@ -74,6 +81,14 @@ class TextEnv(gym.Env):
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+    state_version: ClassVar[int] = 1
+    """The version of the env's state; bump it when what ``save_episode`` writes changes."""
+
+    def __new__(cls, *args: Any, **kwargs: Any):
+        # The constructor's arguments, kept so that a state names them and clone() repeats them.
+        self = super().__new__(cls)
+        self._init_kwargs = dict(kwargs)
+        return self
 
     def __init__(
         self,
@@ -123,18 +138,36 @@ class TextEnv(gym.Env):
         """The next action of a policy that knows the answer (used to test the verifier)."""
         raise NotImplementedError(f"{type(self).__name__} has no oracle")
 
+    def save_episode(self, blobs: list[bytes]) -> dict[str, Any]:
+        """The env's own episode state as JSON values; large binary parts go into ``blobs`` (their
+        indices in the returned dict). The base class has saved task, conversation and turn."""
+        return {}
+
+    def load_episode(self, parts: dict[str, Any], blobs: list[bytes]) -> None:
+        """Restore what ``save_episode`` wrote; ``self.task`` and the conversation are set already."""
+
     # ----- Gymnasium API -----
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start an episode: a drawn task (``seed``), a pinned one (``options["task"]`` or
+        ``options["task_index"]``), or the live episode of a state (``options["state"]``, bytes from
+        :meth:`get_state`: every reset with it starts at the same point of the same episode)."""
         super().reset(seed=seed)
         # Until the new episode has begun nothing of the last one remains: a failed reset leaves
         # no episode to step, render or ask the oracle about.
         self._done, self.task, self.conversation = True, None, ()
-        self.task = self._pick_task(options or {})
-        self.turn = 0
-        self.conversation = tuple(self.begin(self.task))
-        self._done = False
-        info = {"task_id": self.task.id, "turn": 0, "error": None, "tools": self.tools.schemas() if self.tools else []}
+        if options and options.get("state") is not None:
+            self.set_state(options["state"])
+            if self._done:
+                self.task = None
+                raise InvalidState("the state is of an episode that has ended; there is nothing to continue")
+        else:
+            self.task = self._pick_task(options or {})
+            self.turn = 0
+            self.conversation = tuple(self.begin(self.task))
+            self._done = False
+        tools = self.tools.schemas() if self.tools else []
+        info = {"task_id": self.task.id, "turn": self.turn, "error": None, "tools": tools}
         return self.conversation, info
 
     def step(self, action: Any):
@@ -159,6 +192,75 @@ class TextEnv(gym.Env):
 
     def render_text(self) -> str:
         return render(self.conversation)
+
+    # ----- state and fork -----
+
+    def get_state(self) -> bytes:
+        """The episode as bytes: task, conversation, turn, generator and the env's own parts.
+
+        ``set_state`` on an env made with the same id and arguments continues exactly: the same
+        actions give the same observations, rewards, infos and verification.
+        """
+        if self.task is None:
+            raise ResetNeeded("call reset() before get_state()")
+        blobs: list[bytes] = []
+        header = {
+            "env": state_format.env_id(type(self)),
+            "version": self.state_version,
+            "kwargs": self._state_kwargs(),
+            "episode": {
+                "task": self.task.to_dict(),
+                "conversation": thaw(self.conversation),
+                "turn": self.turn,
+                "done": self._done,
+                "max_turns": self.max_turns,
+                "rng": self.np_random.bit_generator.state,
+                "seed": self._np_random_seed,
+            },
+            "parts": self.save_episode(blobs),
+        }
+        return state_format.pack(header, blobs)
+
+    def set_state(self, state: bytes) -> None:
+        """Continue the episode that ``state`` (from :meth:`get_state`) holds.
+
+        Raises:
+            InvalidState: the state is of another env id, other constructor arguments or another
+                state version, or is not a state; the env is left as it was.
+        """
+        header, blobs = state_format.unpack(state)
+        state_format.check(header, state_format.env_id(type(self)), self.state_version, self._state_kwargs())
+        try:
+            self._load(header, blobs)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            # Bytes that passed every check but do not hold what get_state writes: no episode is left.
+            self._done, self.task, self.conversation = True, None, ()
+            raise InvalidState(f"a corrupt textgym env state ({type(exc).__name__}: {exc})") from None
+
+    def _load(self, header: dict[str, Any], blobs: list[bytes]) -> None:
+        episode = header["episode"]
+        self.task = Task.from_dict(episode["task"])
+        self.conversation = freeze(episode["conversation"])
+        self.turn, self._done, self.max_turns = int(episode["turn"]), bool(episode["done"]), int(episode["max_turns"])
+        rng = episode["rng"]
+        kind = state_format.BIT_GENERATORS[rng["bit_generator"]]
+        if self._np_random is None or type(self._np_random.bit_generator) is not kind:
+            self._np_random = np.random.Generator(kind(0))
+        self._np_random.bit_generator.state = rng  # the env's own generator: no entropy drawn
+        self._np_random_seed = episode["seed"]
+        self.load_episode(header["parts"], blobs)
+
+    def clone(self) -> "TextEnv":
+        """A new, independent env at the same point of the same episode (unwrapped)."""
+        twin = type(self)(**self._init_kwargs)
+        twin.spec = self.spec
+        twin.set_state(self.get_state())
+        return twin
+
+    def _state_kwargs(self) -> dict[str, Any]:
+        if getattr(self, "_state_kwargs_cache", None) is None:
+            self._state_kwargs_cache = state_format.constructor_kwargs(type(self), self._init_kwargs)
+        return self._state_kwargs_cache
 
     # ----- shared machinery -----
 

@@ -88,3 +88,8 @@ class CheckpointMismatch(TextGymError, ValueError, KeyError):
     catching it."""
 
     __str__ = BaseException.__str__  # KeyError's would quote the message
+
+
+class InvalidState(TextGymError, ValueError):
+    """A state given to ``set_state`` (or ``reset(options={"state": ...})``) does not fit the env:
+    another env id, other constructor arguments, another state version, or not a state at all."""

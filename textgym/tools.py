@@ -18,6 +18,8 @@ result and change nothing.
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 import json
 import re
@@ -82,25 +84,17 @@ class Tool:
         self.name = name or fn.__name__
         if not NAME_PATTERN.match(self.name):
             raise ValueError(f"tool name must match {NAME_PATTERN.pattern}, got {self.name!r}")
-        summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
-        self.description = summary
-        hints = typing.get_type_hints(fn, include_extras=True)
-        self.parameters: dict[str, dict[str, Any]] = {}
-        self.required: list[str] = []
-        self.defaults: dict[str, Any] = {}
-        for pname, p in inspect.signature(fn).parameters.items():
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                raise TypeError(f"tool {self.name}: *args/**kwargs are not supported")
-            if pname not in hints:
-                raise TypeError(f"tool {self.name}: parameter {pname!r} needs a type hint")
-            schema = _schema(hints[pname])
-            if arg_docs.get(pname) and "description" not in schema:
-                schema["description"] = arg_docs[pname]
-            self.parameters[pname] = schema
-            if p.default is p.empty:
-                self.required.append(pname)
-            else:
-                self.defaults[pname] = p.default
+        target, bound = getattr(fn, "__func__", fn), inspect.ismethod(fn)
+        try:
+            described = _describe(target, self.name, bound)
+        except TypeError as exc:  # an unhashable callable: described without the cache
+            if "unhashable" not in str(exc):
+                raise
+            described = _describe.__wrapped__(target, self.name, bound)
+        self.description = described.description
+        self.parameters: dict[str, dict[str, Any]] = copy.deepcopy(described.parameters)
+        self.required: list[str] = list(described.required)
+        self.defaults: dict[str, Any] = dict(described.defaults)
         # Arguments given as exactly their plain type (an int for an integer without bounds...)
         # leave validation nothing to check or convert: when all are, that is the whole check.
         self._required = frozenset(self.required)
@@ -161,6 +155,38 @@ class Tool:
 
     def __call__(self, arguments: Mapping[str, Any]) -> Any:
         return self.fn(**self.validate(arguments))
+
+
+@dataclass(frozen=True)
+class _Description:
+    description: str
+    parameters: dict[str, dict[str, Any]]
+    required: tuple[str, ...]
+    defaults: dict[str, Any]
+
+
+@functools.lru_cache(maxsize=1024)
+def _describe(fn: Callable[..., Any], name: str, bound: bool) -> _Description:
+    """A function's schema from its hints and docstring, worked out once per function: every env
+    binds its tools to itself, and reading type hints is most of making an env (or a clone)."""
+    summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
+    hints = typing.get_type_hints(fn, include_extras=True)
+    parameters, required, defaults = {}, [], {}
+    params = list(inspect.signature(fn).parameters.items())
+    for pname, p in params[1:] if bound else params:  # a bound method's self is given
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise TypeError(f"tool {name}: *args/**kwargs are not supported")
+        if pname not in hints:
+            raise TypeError(f"tool {name}: parameter {pname!r} needs a type hint")
+        schema = _schema(hints[pname])
+        if arg_docs.get(pname) and "description" not in schema:
+            schema["description"] = arg_docs[pname]
+        parameters[pname] = schema
+        if p.default is p.empty:
+            required.append(pname)
+        else:
+            defaults[pname] = p.default
+    return _Description(summary, parameters, tuple(required), defaults)
 
 
 class Toolset(Mapping):

@@ -115,6 +115,13 @@ class CodeEnv(TextEnv):
         self.last_verification = None
         return [system(SYSTEM), user(_statement(task))]
 
+    def save_episode(self, blobs: list[bytes]) -> dict[str, Any]:
+        """The submissions made so far and the last one's verification."""
+        return {"attempts": self.attempts, "last_verification": self.last_verification}
+
+    def load_episode(self, parts: dict[str, Any], blobs: list[bytes]) -> None:
+        self.attempts, self.last_verification = int(parts["attempts"]), parts["last_verification"]
+
     def respond(self, turn: ParsedTurn) -> Outcome:
         code = turn.code if turn.code is not None else turn.text  # the parser already found the block
         self.attempts += 1

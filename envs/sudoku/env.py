@@ -198,6 +198,22 @@ class SudokuEnv(TextEnv):
             self.max_turns = self._n * self._n
         return [system(_system_prompt(self._n)), user(f"Here is the puzzle:\n{self._text}")]
 
+    def save_episode(self, blobs: list[bytes]) -> dict[str, Any]:
+        """The board and the grids it is judged by (the moves themselves are in the conversation)."""
+        return {"puzzle": self.puzzle, "solution": self.solution, "board": self.board, "correct": self._correct}
+
+    def load_episode(self, parts: dict[str, Any], blobs: list[bytes]) -> None:
+        self.puzzle, self.solution, self.board = list(parts["puzzle"]), list(parts["solution"]), list(parts["board"])
+        self._n = grid.SIZE_BY_LENGTH[len(self.puzzle)]
+        self._geo = geometry(self._n)
+        self._text = grid.format_board(self.board, self._n)
+        self._offsets = grid.cell_offsets(self._n)
+        self._moves = _moves(self._n)
+        self._masks = Masks(self._geo, self.board)
+        self._blank_count = self.puzzle.count(0)
+        self._empty = self.board.count(0)
+        self._correct = int(parts["correct"])
+
     def _checked(self, task: Task) -> tuple[list[int], list[int]]:
         """Puzzle and solution cells of a task, re-checked: the base passes Task objects through.
 

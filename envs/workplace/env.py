@@ -132,6 +132,27 @@ class WorkplaceEnv(TextEnv):
         self._oracle_done = False
         return [system(system_prompt()), user(task.data["query"])]
 
+    def save_episode(self, blobs: list[bytes]) -> dict[str, Any]:
+        """The session database (what changed from the world's image) and the rows writes touched."""
+        db = self._session.db
+        db.commit()  # a deserialized database's image holds committed pages only
+        changed, chunks, length = self.world.delta(db.serialize())
+        blobs.append(chunks)
+        rows = self._session.rows
+        return {
+            "db": {"chunks": changed, "blob": len(blobs) - 1, "length": length},
+            "touched": {name: sorted(ids) for name, ids in rows.touched.items()},
+            "indexed": rows.indexed(),
+            "oracle_done": self._oracle_done,
+        }
+
+    def load_episode(self, parts: dict[str, Any], blobs: list[bytes]) -> None:
+        db = parts["db"]
+        self._session.db.deserialize(self.world.patch(db["chunks"], blobs[db["blob"]], db["length"]))
+        self._session.rows.restore({name: set(ids) for name, ids in parts["touched"].items()}, parts["indexed"])
+        self._answer = ground_truth_calls(self.task.answer or [])
+        self._oracle_done = bool(parts["oracle_done"])
+
     def respond(self, turn: ParsedTurn) -> Outcome:
         if not turn.tool_calls:
             success, verification = self.verify()

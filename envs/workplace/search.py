@@ -143,6 +143,14 @@ class SessionRows:
         self._changes = self.db.total_changes
         self._overlays = {}
 
+    def restore(self, touched: dict[str, set[str]], indexed: bool) -> None:
+        """Take over what another session had touched, after its database was restored here;
+        ``indexed=False`` when the index no longer described it (a write not noted)."""
+        self.clear()
+        self.touched = touched
+        if not indexed:
+            self._changes = -1  # never equals a change count: SQL answers every search
+
     def touch(self, table: S.Table, row_id: str | None) -> None:
         """Note a write into ``table`` (of the row ``row_id``), just made."""
         ids = self.touched.setdefault(table.name, set())

@@ -37,6 +37,10 @@ CSV_NAMES: dict[str, tuple[str, ...]] = {
 }
 
 
+CHUNK = 4096
+"""Bytes per compared piece of a database image (SQLite's default page size)."""
+
+
 class World:
     """A company's databases as a template image plus read-only rows for task generation.
 
@@ -80,6 +84,22 @@ class World:
     def restore(self, conn: sqlite3.Connection) -> None:
         """Overwrite a session database with the pristine world (the fast path of reset)."""
         conn.deserialize(self.image)
+
+    def delta(self, image: bytes) -> tuple[list[int], bytes, int]:
+        """What a session's database image changed from the world's: the indices of the
+        ``CHUNK``-byte chunks that differ, those chunks, and the image's length. A state stores
+        these instead of the whole image (a few kilobytes, not ~300)."""
+        base = self.image  # bytes slices compare with memcmp (memoryviews compare item by item)
+        starts = range(0, len(image), CHUNK)
+        changed = [i for i, at in enumerate(starts) if image[at : at + CHUNK] != base[at : at + CHUNK]]
+        return changed, b"".join(image[i * CHUNK : (i + 1) * CHUNK] for i in changed), len(image)
+
+    def patch(self, changed: list[int], chunks: bytes, length: int) -> bytes:
+        """The image that :meth:`delta` described, rebuilt on the world's."""
+        base, new = memoryview(self.image), memoryview(chunks)
+        replaced = {i: new[k * CHUNK : (k + 1) * CHUNK] for k, i in enumerate(changed)}
+        count = -(-length // CHUNK)
+        return b"".join(replaced.get(i, base[i * CHUNK : min((i + 1) * CHUNK, length)]) for i in range(count))
 
     def initial(self, table: S.Table) -> dict[Any, tuple]:
         """The pristine rows of a table keyed by id (by position without one), compared columns only."""
