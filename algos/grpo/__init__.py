@@ -3,7 +3,7 @@
 Both trainers (``textgym.algos.jax`` and ``textgym.algos.torch``) consume what this package
 produces, implement :func:`grpo_loss` in their framework with the same signature, and subclass
 :class:`BaseLearner` (the train step and checkpoint layout they share, typed by the
-:class:`Policy` and :class:`Learner` protocols); this package needs only numpy.
+:class:`LanguageModel` and :class:`Learner` protocols); this package needs only numpy.
 
 Alignment convention (shared by every array in a :class:`Batch`, by the samplers and by both
 backends' ``logprobs``): the logprob at position ``t`` is ``log p(input_ids[t] | input_ids[:t])``.
@@ -37,7 +37,7 @@ from textgym.algos.grpo.batch import (
     split_micro_batches,
 )
 from textgym.algos.grpo.config import GRPOConfig
-from textgym.algos.grpo.learner import BaseLearner, Learner, Policy, rollout_correction
+from textgym.algos.grpo.learner import BaseLearner, LanguageModel, Learner, rollout_correction
 from textgym.algos.grpo.loss import grpo_loss
 from textgym.algos.grpo.seeds import SeedTree
 
@@ -46,7 +46,6 @@ __all__ = [
     "Batch",
     "GRPOConfig",
     "Learner",
-    "Policy",
     "SeedTree",
     "bucket_length",
     "drop_zero_std_groups",

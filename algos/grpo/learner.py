@@ -1,6 +1,6 @@
 """The backend contract: what a policy and a learner provide, and the train step they share.
 
-Both backends (``textgym.algos.jax`` and ``textgym.algos.torch``) implement :class:`Policy` and
+Both backends (``textgym.algos.jax`` and ``textgym.algos.torch``) implement :class:`LanguageModel` and
 subclass :class:`BaseLearner`. The base class owns everything that is not framework maths, once:
 old logprobs and the rollout correction before the first update, ``num_iterations`` updates,
 the averaging of their metrics, row padding (a batch of any size trains), and the checkpoint
@@ -39,7 +39,7 @@ REFERENCE_DIR = "reference"
 
 
 @runtime_checkable
-class Policy(Protocol):
+class LanguageModel(Protocol):
     """A causal LM that scores and samples token ids, numpy in and numpy out.
 
     Attributes:
@@ -76,7 +76,7 @@ class Policy(Protocol):
 
 @runtime_checkable
 class Learner(Protocol):
-    """Trains a :class:`Policy` in place; ``Learner(policy, config, *, mesh=None)`` in both backends."""
+    """Trains a :class:`LanguageModel` in place; ``Learner(policy, config, *, mesh=None)`` in both backends."""
 
     policy: Any
     config: GRPOConfig
@@ -126,7 +126,7 @@ def is_trainable(name: str, num_layers: int, trainable_layers: int | None) -> bo
 
 
 def stop_sequences(stop_ids: Sequence[int | Sequence[int]]) -> list[list[int]]:
-    """:meth:`Policy.generate`'s ``stop_ids`` as token lists: an int is a one-token stop, empties are dropped.
+    """:meth:`LanguageModel.generate`'s ``stop_ids`` as token lists: an int is a one-token stop, empties are dropped.
 
     Example:
         >>> stop_sequences([7, [1, 2], []])

@@ -3,7 +3,7 @@
 Importing this package is cheap; JAX, Flax and optax load on first use of a name below (and a
 missing install raises :class:`textgym.error.MissingDependency` naming ``pip install
 'textgym[jax]'``). It exports the same names as :mod:`textgym.algos.torch`
-(:data:`textgym.algos.lazy.CONTRACT`); ``ModelConfig``, ``CausalLM`` and ``make_mesh`` are its own.
+(:data:`textgym.algos.lazy.CONTRACT`); ``ModelConfig``, ``CausalLM``, ``JaxLanguageModel`` and ``make_mesh`` are its own.
 
 Example::
 
@@ -27,13 +27,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from textgym.algos.jax.learner import Learner, make_schedule
     from textgym.algos.jax.loss import grpo_loss
     from textgym.algos.jax.model import CausalLM
-    from textgym.algos.jax.policy import Policy, load_policy
+    from textgym.algos.jax.policy import JaxLanguageModel, load_policy
     from textgym.algos.jax.sharding import make_mesh
 
 __all__ = sorted(lazy.CONTRACT)
 __getattr__ = lazy.exports(
     __name__,
-    {"ModelConfig": "config", "CausalLM": "model", "make_mesh": "sharding"},
+    {"ModelConfig": "config", "CausalLM": "model", "JaxLanguageModel": "policy", "make_mesh": "sharding"},
     modules=("jax", "flax", "optax", "safetensors"),
     extra="jax",
 )

@@ -28,7 +28,7 @@ from textgym.algos.grpo.learner import BaseLearner, check_state
 from textgym.algos.jax.loss import grpo_loss
 from textgym.algos.jax.model import empty_cache, picked_logprobs, positions_from_mask
 from textgym.algos.jax.params import export_params, load_params, merge_trees, split_trainable
-from textgym.algos.jax.policy import Policy
+from textgym.algos.jax.policy import JaxLanguageModel
 from textgym.algos.jax.sharding import batch_sharding, shard_params
 from textgym.error import CheckpointMismatch
 
@@ -126,7 +126,7 @@ def _pad_prompts(a: np.ndarray, rows: int, columns: int, fill: int) -> np.ndarra
 
 
 class Learner(BaseLearner):
-    """Trains a :class:`~textgym.algos.jax.policy.Policy` with GRPO, updating its weights in place.
+    """Trains a :class:`~textgym.algos.jax.policy.JaxLanguageModel` with GRPO, updating its weights in place.
 
     Args:
         policy: The policy to train (its ``params`` are replaced after every update).
@@ -135,7 +135,7 @@ class Learner(BaseLearner):
             for one device. ``micro_batch_size`` must be a multiple of the mesh size.
     """
 
-    def __init__(self, policy: Policy, config: GRPOConfig, *, mesh: jax.sharding.Mesh | None = None):
+    def __init__(self, policy: JaxLanguageModel, config: GRPOConfig, *, mesh: jax.sharding.Mesh | None = None):
         if mesh is not None and config.micro_batch_size % mesh.size:
             raise ValueError(f"micro_batch_size must be a multiple of the mesh size {mesh.size}, got {config.micro_batch_size}")
         self.policy, self.config, self.mesh = policy, config, mesh

@@ -58,7 +58,7 @@ def _score(graphdef: nnx.GraphDef, params, ids, mask, temperature):
     return token_logprobs(logits, ids, temperature) * mask * jnp.pad(mask[:, :-1], ((0, 0), (1, 0)))
 
 
-class Policy:
+class JaxLanguageModel:
     """A decoder with its parameters, a jitted scorer and a sampler.
 
     Attributes:
@@ -155,13 +155,13 @@ class Policy:
 
 
 def load_policy(path: str | os.PathLike, *, dtype: Literal["float32", "bfloat16"] = "float32",
-                sampler_dtype: Literal["float32", "bfloat16"] = "float32") -> Policy:
+                sampler_dtype: Literal["float32", "bfloat16"] = "float32") -> JaxLanguageModel:
     """Load a Llama, Qwen2 or Qwen3 checkpoint directory (``config.json`` + ``*.safetensors``).
 
     Args:
         path: A local Hugging Face model directory.
         dtype: Parameter dtype for inference; training keeps float32 master weights regardless.
-        sampler_dtype: What ``generate`` computes in (see :attr:`Policy.sampler_dtype`).
+        sampler_dtype: What ``generate`` computes in (see :attr:`JaxLanguageModel.sampler_dtype`).
 
     Raises:
         ValueError: An unsupported architecture, or checkpoint keys that do not fit it.
@@ -170,4 +170,4 @@ def load_policy(path: str | os.PathLike, *, dtype: Literal["float32", "bfloat16"
     config = ModelConfig.from_dir(path)
     jdtype = jnp.dtype(dtype)
     params = jax.tree.map(lambda a: jnp.asarray(a, jdtype), load_params(path, config))
-    return Policy(config, params, path=path, sampler_dtype=sampler_dtype)
+    return JaxLanguageModel(config, params, path=path, sampler_dtype=sampler_dtype)

@@ -162,7 +162,7 @@ def generate(
     eos_ids: Sequence[int] = (),
     pad_id: int = 0,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Sample continuations; see :meth:`textgym.algos.jax.policy.Policy.generate`."""
+    """Sample continuations; see :meth:`textgym.algos.jax.policy.JaxLanguageModel.generate`."""
     if not prompts:
         return [], []
     if any(len(p) == 0 for p in prompts):

@@ -1,8 +1,8 @@
 """The PyTorch GRPO backend: transformers models, a KV-cache sampler and a DDP learner.
 
 Mirrors :mod:`textgym.algos.jax` name for name (:data:`textgym.algos.lazy.CONTRACT`), so the
-training loop swaps backends with one word; ``generate``, ``load_weights`` and
-``sequence_logprobs`` are its own::
+training loop swaps backends with one word; ``TorchLanguageModel``, ``generate``, ``load_weights``
+and ``sequence_logprobs`` are its own::
 
     from textgym.algos.torch import Learner, load_policy
 
@@ -24,13 +24,13 @@ from textgym.algos import lazy
 if TYPE_CHECKING:  # pragma: no cover
     from textgym.algos.torch.learner import Learner, load_weights, make_schedule
     from textgym.algos.torch.loss import grpo_loss
-    from textgym.algos.torch.policy import Policy, load_policy, sequence_logprobs
+    from textgym.algos.torch.policy import TorchLanguageModel, load_policy, sequence_logprobs
     from textgym.algos.torch.sampler import generate
 
 __all__ = sorted(lazy.CONTRACT)
 __getattr__ = lazy.exports(
     __name__,
-    {"generate": "sampler", "load_weights": "learner", "sequence_logprobs": "policy"},
+    {"TorchLanguageModel": "policy", "generate": "sampler", "load_weights": "learner", "sequence_logprobs": "policy"},
     modules=("torch", "transformers", "safetensors"),
     extra="torch",
 )

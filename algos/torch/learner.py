@@ -34,7 +34,7 @@ from textgym.algos.grpo import Batch, GRPOConfig, split_micro_batches
 from textgym.algos.grpo.batch import split_prompts
 from textgym.algos.grpo.learner import BaseLearner, check_state, is_trainable
 from textgym.algos.torch.loss import grpo_loss
-from textgym.algos.torch.policy import Policy, continuation_logprobs
+from textgym.algos.torch.policy import TorchLanguageModel, continuation_logprobs
 from textgym.error import CheckpointMismatch
 
 
@@ -56,7 +56,7 @@ def make_schedule(config: GRPOConfig) -> Callable[[int], float]:
 
 
 class Learner(BaseLearner):
-    """GRPO updates of a :class:`~textgym.algos.torch.policy.Policy`'s model, in place.
+    """GRPO updates of a :class:`~textgym.algos.torch.policy.TorchLanguageModel`'s model, in place.
 
     Args:
         policy: The policy to train; its sampler sees every update immediately.
@@ -70,7 +70,7 @@ class Learner(BaseLearner):
         world_size: Number of data-parallel ranks.
     """
 
-    def __init__(self, policy: Policy, config: GRPOConfig, *, mesh: Any = None):
+    def __init__(self, policy: TorchLanguageModel, config: GRPOConfig, *, mesh: Any = None):
         if mesh is not None:
             raise ValueError("the torch backend takes no mesh: run data-parallel ranks with torchrun instead")
         self.policy = policy

@@ -64,7 +64,7 @@ def continuation_logprobs(model: torch.nn.Module, split: PromptSplit, temperatur
     return token_logprobs(torch.cat([last[source], logits[:, :-1]], dim=1), ids, temperature)
 
 
-class Policy:
+class TorchLanguageModel:
     """A causal LM with numpy-facing ``logprobs`` and ``generate`` (see :func:`load_policy`).
 
     Attributes:
@@ -198,14 +198,14 @@ class Policy:
 
 
 def load_policy(path: str | os.PathLike, *, dtype: str = "float32", device: str | torch.device = "cpu",
-                sampler_dtype: ComputeDType = "float32") -> Policy:
+                sampler_dtype: ComputeDType = "float32") -> TorchLanguageModel:
     """Load a local Hugging Face causal-LM directory (config.json, safetensors, tokenizer if any).
 
     Args:
         path: The checkpoint directory (``AutoModelForCausalLM`` and ``AutoTokenizer`` read it).
         dtype: Parameter dtype, ``"float32"`` (training) or ``"bfloat16"``.
         device: Where the model lives.
-        sampler_dtype: What ``generate`` computes in (see :attr:`Policy.sampler_dtype`).
+        sampler_dtype: What ``generate`` computes in (see :attr:`TorchLanguageModel.sampler_dtype`).
 
     Raises:
         FileNotFoundError: ``path`` is not a directory with a ``config.json``.
@@ -218,4 +218,4 @@ def load_policy(path: str | os.PathLike, *, dtype: str = "float32", device: str 
     model.train()
     # A weights-only directory has no tokenizer; only text needs one (models.load_tokenizer says so).
     tokenizer = AutoTokenizer.from_pretrained(str(path)) if has_tokenizer(path) else None
-    return Policy(model, tokenizer, path, sampler_dtype=sampler_dtype)
+    return TorchLanguageModel(model, tokenizer, path, sampler_dtype=sampler_dtype)

@@ -101,7 +101,7 @@ def generate(
     eos_ids: Sequence[int],
     pad_id: int,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Sample from ``model`` (in eval mode); see :meth:`textgym.algos.torch.policy.Policy.generate`."""
+    """Sample from ``model`` (in eval mode); see :meth:`textgym.algos.torch.policy.TorchLanguageModel.generate`."""
     batch = len(prompts)
     if batch == 0:
         return [], []

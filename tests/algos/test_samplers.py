@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 
 from textgym.algos import tiny  # noqa: E402
 from textgym.algos.grpo import GRPOConfig, pack  # noqa: E402
-from textgym.algos.torch import Learner, Policy, load_policy  # noqa: E402
+from textgym.algos.torch import Learner, TorchLanguageModel, load_policy  # noqa: E402
 from textgym.algos.torch import packed as packing  # noqa: E402
 from textgym.algos.torch.sampler import sample_token  # noqa: E402
 from textgym.rollout import Rollout  # noqa: E402
@@ -120,7 +120,7 @@ def test_torch_bf16_sampler_follows_a_learner_step(model_dir):
     config = GRPOConfig(group_size=4, micro_batch_size=8, lr=5e-2, max_length=32)
     Learner(policy, config).train_step(pack(rollouts, config, pad_id=policy.pad_id))
     after = policy.generate(rows, 8, temperature=1.0, seed=2, eos_ids=())
-    fresh = Policy(copy.deepcopy(policy.model), None, sampler_dtype="bfloat16").generate(rows, 8, temperature=1.0, seed=2, eos_ids=())
+    fresh = TorchLanguageModel(copy.deepcopy(policy.model), None, sampler_dtype="bfloat16").generate(rows, 8, temperature=1.0, seed=2, eos_ids=())
     for a, b, c, d in zip(after[0], fresh[0], after[1], fresh[1]):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(c, d)
