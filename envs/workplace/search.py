@@ -108,7 +108,7 @@ class WordIndex:
         return found
 
 class Where(Protocol):
-    """What :meth:`SessionRows.read` needs of a search's filter (``tools._Where``)."""
+    """What :meth:`SessionRows.read` needs of a search's filter (``tools.records.SearchFilter``)."""
 
     indexed: bool  # the words are in ``keys``, to find in the index
     keys: list[bytes]

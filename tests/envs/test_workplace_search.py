@@ -13,8 +13,9 @@ import pytest
 
 from textgym.envs.workplace import WorkplaceEnv
 from textgym.envs.workplace import schema as S
-from textgym.envs.workplace import tools as T
-from textgym.tools import to_json
+from textgym.envs.workplace.tools import WorkplaceTools
+from textgym.envs.workplace.tools.records import SearchFilter
+from textgym.tools import ToolResult, to_json
 
 SEARCHES = {
     "email_search_emails": ("query", "emails"),
@@ -101,10 +102,10 @@ def queries(env, rng, n, odd=True):
 
 def old_directory(db, name):
     """The directory search before issue 14: a LIKE per word and column, sorted by address."""
-    where = T._Where(S.DIRECTORY)  # not indexed: every word a LIKE condition
+    where = SearchFilter(S.DIRECTORY)  # not indexed: every word a LIKE condition
     where.words(name)
     sql = f"SELECT email_address FROM company_directory{where.sql} ORDER BY email_address"
-    return T.ToolResult(to_json([r[0] for r in db.execute(sql, where.params)]))
+    return ToolResult(to_json([r[0] for r in db.execute(sql, where.params)]))
 
 
 def compare(env, monkeypatch, rng, n, extra=(), odd=True):
@@ -130,7 +131,7 @@ def compare(env, monkeypatch, rng, n, extra=(), odd=True):
                 continue
             with monkeypatch.context() as m:
                 m.setattr(env._session.rows, "words", None)  # every word a LIKE condition, as before
-                m.setattr(T.WorkplaceTools, "_page", old_page)
+                m.setattr(WorkplaceTools, "_page", old_page)
                 slow = env.tools.call(tool, args)
             assert fast == slow, (tool, args)
 
@@ -178,7 +179,7 @@ def test_searches_equal_the_old_statement_after_writes(env, monkeypatch):
 
 def old_counts(db, lo, hi, extra="", params=()):
     """A count tool's statement before issue 14: a count of every visit per day."""
-    where = T._Where()
+    where = SearchFilter()
     where.dates("date_of_visit", lo, hi)
     if extra:
         where.add(extra, *params)
@@ -188,7 +189,7 @@ def old_counts(db, lo, hi, extra="", params=()):
 
 
 def old_sources(db, lo, hi):
-    where = T._Where()
+    where = SearchFilter()
     where.dates("date_of_visit", lo, hi)
     rows = db.execute(f"SELECT traffic_source, count(*) FROM analytics{where.sql} GROUP BY traffic_source", where.params)
     counts = dict.fromkeys(S.TRAFFIC_SOURCES, 0) | dict(rows.fetchall())
@@ -226,11 +227,11 @@ def test_visit_counts_equal_the_counts_over_every_visit(world, tmp_path):
             "analytics_traffic_source_count": old_sources(db, lo, hi),
         }
         for tool, value in expected.items():
-            assert env.tools.call(tool, bounds) == T.ToolResult(to_json(value)), (tool, bounds)
+            assert env.tools.call(tool, bounds) == ToolResult(to_json(value)), (tool, bounds)
         for source in S.TRAFFIC_SOURCES:
             value = {"traffic_source": source, **old_counts(db, lo, hi, "traffic_source = ?", (source,))}
             got = env.tools.call("analytics_traffic_source_count", {**bounds, "traffic_source": source})
-            assert got == T.ToolResult(to_json(value)), (source, bounds)
+            assert got == ToolResult(to_json(value)), (source, bounds)
     assert env.tools.call("analytics_total_visits_count", {"time_min": "someday"}).error  # bad bounds: errors as before
 
 
