@@ -1,4 +1,4 @@
-"""The ``textgym`` command line: list, play, eval (and eval reverify), train, sft, serve and view.
+"""The ``textgym`` command line: list, play, eval (and eval reverify), train, sft, serve, view and mcp.
 
 Each command imports what it needs inside the command, so ``textgym list`` never loads an
 env, and only ``train``/``sft`` load a deep-learning backend. Usage errors and textgym errors
@@ -22,6 +22,7 @@ _DELEGATED = (
     ("sft", "textgym.algos.train", "add_sft_arguments", "run_sft", "supervised warm start on oracle demonstrations"),
     ("serve", "textgym.serve", "add_arguments", "run", "serve an env over the OpenEnv protocol (WebSocket)"),
     ("view", "textgym.view", "add_arguments", "run", "browse rollouts in one self-contained HTML page"),
+    ("mcp", "textgym.integrations.mcp", "add_arguments", "run", "serve an env's tools over MCP (stdio, or --http PORT)"),
 )
 # Subcommands of a command whose first argument is positional (``textgym eval <id>``): the pair
 # of words selects them, so ``textgym eval reverify FILE`` never reaches eval's own parser.
