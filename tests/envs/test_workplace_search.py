@@ -1,4 +1,4 @@
-"""Workplace searches give exactly the results of the queries they replaced (issue 14).
+"""Workplace searches give exactly the results of the queries they replaced.
 
 A search counted its matches with a window function over one sorted statement with a ``LIKE``
 per word and column (a paged email search took 625 us); it now counts apart and walks an index
@@ -63,7 +63,7 @@ FILTERS = {
 
 
 def old_page(self, table, where, page, page_size, label):
-    """The search's statement before issue 14: one sorted statement with a window count."""
+    """The search's former statement: one sorted statement with a window count."""
     rows = self.db.execute(
         f'SELECT {table.select_list}, count(*) OVER () FROM "{table.name}"{where.sql} ORDER BY {table.order} LIMIT ? OFFSET ?',
         [*where.params, page_size, (page - 1) * page_size],
@@ -101,7 +101,7 @@ def queries(env, rng, n, odd=True):
 
 
 def old_directory(db, name):
-    """The directory search before issue 14: a LIKE per word and column, sorted by address."""
+    """The former directory search: a LIKE per word and column, sorted by address."""
     where = SearchFilter(S.DIRECTORY)  # not indexed: every word a LIKE condition
     where.words(name)
     sql = f"SELECT email_address FROM company_directory{where.sql} ORDER BY email_address"
@@ -178,7 +178,7 @@ def test_searches_equal_the_old_statement_after_writes(env, monkeypatch):
 
 
 def old_counts(db, lo, hi, extra="", params=()):
-    """A count tool's statement before issue 14: a count of every visit per day."""
+    """A count tool's former statement: a count of every visit per day."""
     where = SearchFilter()
     where.dates("date_of_visit", lo, hi)
     if extra:

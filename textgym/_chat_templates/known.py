@@ -3,7 +3,7 @@
 :class:`~textgym.wrappers.TokenObservation` renders, at every step, the loop bodies of the last
 messages and the footer (:mod:`~textgym._chat_templates.tail`). Through Jinja that is a context, a
 loop and a generator per step: on Workplace-v0 the largest part of the wrapper's cost per step
-(issue 14), though for the tiny preset's template each body is a few string concatenations.
+(see docs/benchmarks.md), though for the tiny preset's template each body is a few string concatenations.
 
 A template's tail is rendered here only when the template's source is *exactly* one of the texts
 in :data:`KNOWN` (any other text, even one character apart, keeps the Jinja path), and only for

@@ -7,7 +7,7 @@ does; :class:`Codec` encodes and decodes as the tokenizer's ``encode``/``decode`
 most of that work is the same every time: transformers rebuilds the tool schemas out of plain
 types (``_plain_template_data``) and the template serialises each of them (``tojson``) on every
 call. With Workplace-v0's 27 tools that was ~0.8 ms of a render that the conversation itself
-needs ~0.05 ms for (issue 14). :class:`TemplateRenderer` does what ``apply_chat_template`` does
+needs ~0.05 ms for. :class:`TemplateRenderer` does what ``apply_chat_template`` does
 (pick the template, drop ``None`` values, hand the template plain data, the special tokens and
 the reasoning aliases) but prepares a tool list once and remembers each tool's ``tojson`` text.
 

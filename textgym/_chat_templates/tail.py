@@ -2,7 +2,7 @@
 
 TokenObservation checks at every step that the template's rendering of the conversation after the
 step starts with the rendering before it. Rendering the whole conversation for that cost more
-than the env's step on Workplace-v0 (issue 14): the header alone serialises 27 tool schemas.
+than the env's step on Workplace-v0: the header alone serialises 27 tool schemas.
 
 Most chat templates are a *header* (the system turn, the tool list), one
 ``{% for message in messages %}`` loop whose body renders one message, and a *footer* (the
