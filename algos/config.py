@@ -211,7 +211,7 @@ class TrainConfig:
             return dict(kwargs.get(env, {}))
         return dict(kwargs)
 
-    def replace(self, **changes: Any) -> "TrainConfig":
+    def replace(self, **changes: Any) -> TrainConfig:
         return dataclasses.replace(self, **changes)
 
     def sft_config(self) -> SFTConfig:

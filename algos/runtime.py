@@ -140,7 +140,6 @@ def token_venv(
     vectorization_mode: str = "sync",
 ) -> gym.vector.VectorEnv:
     """A vector env of ``env`` whose sub-envs observe and act in token ids."""
-    import textgym  # noqa: F401  (registers the ids)
     from textgym.wrappers import TokenObservation
 
     wrap = partial(TokenObservation, tokenizer=tokenizer, chat_template=template)

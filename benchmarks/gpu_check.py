@@ -103,7 +103,7 @@ def check_backend(name: str, path: Any, args: argparse.Namespace, params: int, p
         assert all(len(i) == args.new_tokens for i in ids)
 
     sample_s = timed(sample, args.repeats, sync)
-    del sampler
+    sampler = None  # the sampler's weights go before the learner's are loaded
     config = GRPOConfig(group_size=2, micro_batch_size=args.update_micro_batch, max_length=args.update_len, lr=1e-6,
                         compute_dtype="bfloat16" if args.dtype == "bfloat16" else "float32", loss_aggregation="token-mean")
     # torch keeps float32 master weights in the model it trains; the JAX learner keeps its own.
@@ -165,7 +165,7 @@ def main() -> None:
     from safetensors import safe_open
 
     with safe_open(str(path / "model.safetensors"), "np") as fh:
-        params = sum(int(np.prod(fh.get_slice(k).get_shape())) for k in fh.keys() if k != "lm_head.weight" or not config.get("tie_word_embeddings"))
+        params = sum(int(np.prod(fh.get_slice(k).get_shape())) for k in fh.keys() if k != "lm_head.weight" or not config.get("tie_word_embeddings"))  # noqa: SIM118 - safe_open is not iterable
     peak = matmul_rate(args.matmul_size, args.dtype, args.device, args.repeats)
     results: dict[str, Any] = {
         "model": args.model, "parameters": params, "dtype": args.dtype, "device": args.device,

@@ -84,7 +84,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws = f"ws://127.0.0.1:{self.port}/ws"
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         if self.kind == "textgym":
             cmd = [sys.executable, "-m", "textgym.cli", "serve", self.env_id, "--port", str(self.port),
                    "--max-sessions", str(self.max_sessions)]
@@ -99,7 +99,7 @@ class Server:
                 return self
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{self.kind} server did not start: {self.proc.stderr.read()}")
+                    raise RuntimeError(f"{self.kind} server did not start: {self.proc.stderr.read()}") from None
                 time.sleep(0.1)
 
     def __exit__(self, *exc) -> None:
@@ -198,7 +198,7 @@ async def play(url: str, plan: dict, latencies: list, barrier: asyncio.Barrier |
                 total += reply["data"]["reward"]
             if total != plan["reward"] or not reply["data"]["done"]:
                 stats["lost"] += 1
-    except Exception as exc:  # noqa: BLE001 - every failure is counted, none stops the run
+    except Exception as exc:  # every failure is counted, none stops the run
         stats["errors"] += 1
         stats.setdefault("first_error", repr(exc)[:200])
         if barrier is not None and not barrier.broken:
@@ -412,7 +412,7 @@ async def _garbage(url, plans, counts):
                     reply = json.loads(await ws.recv())
                     total += reply["data"]["reward"]
                 counts["lost"] += total != plan["reward"]
-        except Exception:  # noqa: BLE001
+        except Exception:
             counts["errors"] += 1
 
     await asyncio.gather(*(one(p, random.Random(p["seed"])) for p in plans))
@@ -469,7 +469,7 @@ def main() -> None:
         return
     results: dict[str, list] = {}
     if "sessions" in args.only:
-        for name, env_id in ENVS.items():
+        for env_id in ENVS.values():
             plans = record(env_id, range(args.sessions))
             for round_ in range(args.session_rounds):  # alternate servers: the machine's load hits both alike
                 for kind in args.servers:

@@ -52,7 +52,6 @@ class TextgymAdapter:
     def __init__(self, size: int):
         import gymnasium as gym
 
-        import textgym  # noqa: F401  (registers the ids)
 
         self.env = gym.make("textgym/Sudoku-v0", size=size, blanks=10 if size == 4 else 50)
         self.size = size

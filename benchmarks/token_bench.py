@@ -50,7 +50,6 @@ def measure(env_id: str, episodes: int, rounds: int, encode_both: bool = False) 
     (transformers' tokenizer, which evicts caches the next step needs)."""
     import gymnasium as gym
 
-    import textgym  # noqa: F401  (registers the ids)
     from textgym.tokenizer import tiny_tokenizer
     from textgym.wrappers import TokenObservation
 

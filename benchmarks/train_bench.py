@@ -38,7 +38,6 @@ def prepare(workdir: Path, prompts: int, steps: int) -> tuple[Path, Path]:
     """The tiny checkpoint and the prompts file (text, ids, solution) every worker reads."""
     import gymnasium as gym
 
-    import textgym  # noqa: F401
     from textgym.algos import runtime, tiny
     from textgym.wrappers import TokenObservation
 

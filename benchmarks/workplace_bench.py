@@ -70,7 +70,6 @@ def call(name: str, **arguments) -> str:
 def bench_latency(n: int) -> dict[str, np.ndarray]:
     import gymnasium as gym
 
-    import textgym  # noqa: F401  (registers the ids)
 
     env = gym.make("textgym/Workplace-v0").unwrapped
     env.reset(seed=0)
@@ -91,7 +90,7 @@ def bench_latency(n: int) -> dict[str, np.ndarray]:
 
     for label, action in actions.items():
         env.reset(seed=0)
-        results[label] = timed(lambda i: env.step(action), n, setup=fresh)
+        results[label] = timed(lambda i, action=action: env.step(action), n, setup=fresh)
     get = {"event_id": "00000005"}
     results["tool call only: get by id"] = timed(
         lambda i: env.tools.call("calendar_get_event_information_by_id", get), n
@@ -261,7 +260,7 @@ def bench_pandas(n: int) -> dict[str, np.ndarray]:
                 continue
             pd.DataFrame(rows).to_csv(Path(tmp) / f"{name}.csv", index=False)
         files = sorted(Path(tmp).glob("*.csv"))
-        load = lambda i: {f.stem: pd.read_csv(f, dtype=str) for f in files}  # noqa: E731
+        load = lambda i: {f.stem: pd.read_csv(f, dtype=str) for f in files}
         tables = load(0)
         events = tables["calendar"]
         out = {"pandas baseline: reset (reload CSVs)": timed(load, max(20, n // 20))}

@@ -9,7 +9,6 @@ without tools, text is no tool call: Code-v0 grades it as a program that does no
 import gymnasium as gym
 import pytest
 
-import textgym  # noqa: F401  (registers the ids)
 from textgym.registration import ENVS
 
 IDS = [e.id for e in ENVS]

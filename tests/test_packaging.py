@@ -4,10 +4,10 @@ import os
 import subprocess
 import sys
 import sysconfig
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 MAPPED = {"textgym.envs": "envs", "textgym.wrappers": "wrappers", "textgym.algos": "algos"}

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
-import textgym  # noqa: F401  (registers the ids)
 from tests.wrappers.chat_fixtures import LadderEnv, as_text, tokenizer
 from textgym.error import MissingDependency
 from textgym.policies.base import PolicyOutput

@@ -34,7 +34,7 @@ _NESTED = {
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line on stderr and exit status 2."""
 
-    def error(self, message: str):  # noqa: D401 - argparse hook
+    def error(self, message: str):  # argparse hook
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
@@ -162,7 +162,6 @@ def make_env(env_id: str, **kwargs):
     """``gym.make`` with a one-line error for an unknown id."""
     import gymnasium as gym
 
-    import textgym  # noqa: F401 - registers the ids
 
     if env_id not in gym.registry:
         known = ", ".join(e for e in gym.registry if e.startswith("textgym/"))

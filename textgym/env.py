@@ -44,7 +44,6 @@ from textgym.spaces import AssistantTurn, Conversation
 from textgym.tasks import Task, load_tasks
 from textgym.tools import Toolset
 
-
 EndReason = Literal["success", "failure", "max_turns", "length", "env_error"]
 END_REASONS: tuple[str, ...] = get_args(EndReason)
 """Why an episode ended, as ``info["end_reason"]`` and the rollout record's ``end_reason`` say."""
@@ -250,7 +249,7 @@ class TextEnv(gym.Env):
         self._np_random_seed = episode["seed"]
         self.load_episode(header["parts"], blobs)
 
-    def clone(self) -> "TextEnv":
+    def clone(self) -> TextEnv:
         """A new, independent env at the same point of the same episode (unwrapped)."""
         twin = type(self)(**self._init_kwargs)
         twin.spec = self.spec

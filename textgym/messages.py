@@ -8,8 +8,8 @@ JSON, chat templates and HTTP clients.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -23,7 +23,7 @@ class FrozenDict(Mapping):
         _set_data(self, dict(*args, **kwargs))
 
     @classmethod
-    def _of(cls, data: dict) -> "FrozenDict":
+    def _of(cls, data: dict) -> FrozenDict:
         """Wrap ``data`` itself, not a copy (for dicts made here and never shared): a step makes
         three messages, and the copying ``__init__`` costs several times the wrapping."""
         self = _new(cls)
@@ -62,10 +62,10 @@ class FrozenDict(Mapping):
     def __reduce__(self):
         return (type(self), (self._data,))
 
-    def __copy__(self) -> "FrozenDict":
+    def __copy__(self) -> FrozenDict:
         return self
 
-    def __deepcopy__(self, memo: dict) -> "FrozenDict":
+    def __deepcopy__(self, memo: dict) -> FrozenDict:
         # Immutable all the way down (``freeze``), so vector envs' deep copies can share it.
         return self
 

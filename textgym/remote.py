@@ -154,7 +154,7 @@ class RemoteEnv(gym.Env):
         if self._ws is not None:
             try:
                 self._ws.send('{"type":"close"}')
-            except Exception:  # noqa: BLE001 - closing a dead connection is not an error
+            except Exception:  # closing a dead connection is not an error
                 pass
             self._drop()
         super().close()
@@ -175,7 +175,7 @@ class RemoteEnv(gym.Env):
                 compression=None,
                 additional_headers=self._headers,
             ).__enter__()
-        except Exception as exc:  # noqa: BLE001 - refused, DNS, handshake: all "cannot reach"
+        except Exception as exc:  # refused, DNS, handshake: all "cannot reach"
             raise RemoteError(f"cannot connect to {self.url}: {exc}") from None
 
     def _exchange(self, frame: dict[str, Any]) -> dict[str, Any]:
@@ -184,7 +184,7 @@ class RemoteEnv(gym.Env):
         try:
             self._ws.send(json.dumps(frame))
             raw = self._ws.recv(timeout=self.timeout)
-        except Exception as exc:  # noqa: BLE001 - closed, reset, timed out, too large: the session is gone
+        except Exception as exc:  # closed, reset, timed out, too large: the session is gone
             self._drop()
             raise RemoteError(
                 f"lost the connection to {self.url} ({type(exc).__name__}: {exc}); the episode is gone, "
@@ -212,7 +212,7 @@ class RemoteEnv(gym.Env):
         if ws is not None:
             try:
                 ws.close()
-            except Exception:  # noqa: BLE001 - closing a dead connection is not an error
+            except Exception:  # closing a dead connection is not an error
                 pass
 
     def _malformed(self, why: str) -> RemoteError:

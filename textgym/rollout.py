@@ -113,7 +113,7 @@ class Rollout:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Rollout":
+    def from_dict(cls, d: Mapping[str, Any]) -> Rollout:
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in d.items() if k in known}
         for name, dtype in _ARRAYS.items():

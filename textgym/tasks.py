@@ -36,13 +36,13 @@ class Task:
         return json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Task":
+    def from_dict(cls, d: Mapping[str, Any]) -> Task:
         if not isinstance(d, Mapping) or "data" not in d or "id" not in d:
             raise InvalidTask("a task record needs 'id' and 'data'")
         return cls(str(d["id"]), dict(d["data"]), d.get("answer"), dict(d.get("metadata") or {}))
 
     @classmethod
-    def from_json(cls, line: str) -> "Task":
+    def from_json(cls, line: str) -> Task:
         return cls.from_dict(json.loads(line))
 
     @staticmethod

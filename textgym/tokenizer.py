@@ -180,7 +180,7 @@ class ByteCodec:
         """The codec of a ``tokenizers.Tokenizer``, or None unless it is a byte-level BPE without merges."""
         try:
             spec = json.loads(backend.to_str())
-        except Exception:  # noqa: BLE001 - a backend that does not serialise is not one we can read
+        except Exception:  # a backend that does not serialise is not one we can read
             return None
         model, pre, decoder = spec.get("model") or {}, spec.get("pre_tokenizer") or {}, spec.get("decoder") or {}
         alphabet = {ch: b for b, ch in enumerate(byte_alphabet())}

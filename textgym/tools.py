@@ -105,7 +105,7 @@ class Tool:
         }
 
     @classmethod
-    def from_function(cls, fn: Callable[..., Any], name: str | None = None) -> "Tool":
+    def from_function(cls, fn: Callable[..., Any], name: str | None = None) -> Tool:
         return cls(fn, name)
 
     @property

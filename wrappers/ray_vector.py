@@ -23,7 +23,6 @@ from textgym.error import require
 
 def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
     """``gym.make`` inside a Ray worker, registering textgym's ids first (the worker is a fresh process)."""
-    import textgym  # noqa: F401 - registers the ids
 
     return gym.make(env_id, **kwargs)
 

@@ -28,12 +28,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from textgym._chat_templates.render import Codec, TemplateRenderer
 from textgym.error import InvalidAction, ResetNeeded, TemplateError, TextGymError
 from textgym.messages import FrozenDict, thaw
 from textgym.rollout import TokenTrajectory
 from textgym.spaces import TokenSequence
 from textgym.tool_prompt import probe as probe_tool_prompt
-from textgym._chat_templates.render import Codec, TemplateRenderer
 
 # Stands in for the assistant's text when the template's framing of a turn is measured.
 _PLACEHOLDER = "TextGym-Assistant-Turn"  # no edge whitespace: templates may trim

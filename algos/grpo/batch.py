@@ -69,7 +69,7 @@ class Batch:
         """``(B, T)``."""
         return self.input_ids.shape  # type: ignore[return-value]
 
-    def replace(self, **changes) -> "Batch":
+    def replace(self, **changes) -> Batch:
         """A copy with some fields changed (e.g. ``old_logprobs`` filled in by a learner)."""
         return dataclasses.replace(self, **changes)
 

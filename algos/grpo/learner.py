@@ -241,7 +241,7 @@ class BaseLearner(ABC):
     def _load_optimizer_state(self, tensors: dict[str, np.ndarray]) -> None:
         """Load :meth:`_optimizer_state`'s arrays or raise :class:`CheckpointMismatch`."""
 
-    def _barrier(self) -> None:
+    def _barrier(self) -> None:  # noqa: B027 - a hook that only torch DDP fills in
         """Wait for every process (torch DDP); one process has nothing to wait for."""
 
     def save(self, directory: str | os.PathLike) -> None:

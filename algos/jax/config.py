@@ -54,7 +54,7 @@ class ModelConfig:
     hf_config: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_hf(cls, hf: Mapping[str, Any]) -> "ModelConfig":
+    def from_hf(cls, hf: Mapping[str, Any]) -> ModelConfig:
         """Parse a ``config.json`` dict.
 
         Raises:
@@ -94,7 +94,7 @@ class ModelConfig:
         )
 
     @classmethod
-    def from_dir(cls, path: str | os.PathLike) -> "ModelConfig":
+    def from_dir(cls, path: str | os.PathLike) -> ModelConfig:
         """Read ``<path>/config.json``."""
         with open(os.path.join(path, "config.json"), encoding="utf-8") as fh:
             return cls.from_hf(json.load(fh))

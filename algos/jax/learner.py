@@ -174,7 +174,7 @@ class Learner(BaseLearner):
         stacked = jax.tree.map(lambda *xs: np.stack(xs), *padded)
         if self.mesh is not None:
             replicated = NamedSharding(self.mesh, PartitionSpec())  # prompts are few and any row may read any of them
-            rows = lambda x: jax.device_put(x, batch_sharding(self.mesh, x.ndim, 1) if x.ndim >= 2 else replicated)  # noqa: E731
+            rows = lambda x: jax.device_put(x, batch_sharding(self.mesh, x.ndim, 1) if x.ndim >= 2 else replicated)
             stacked = PromptSplit(jax.device_put(stacked.prompt_ids, replicated), jax.device_put(stacked.prompt_mask, replicated),
                                   rows(stacked.source), jax.tree.map(rows, stacked.rest))
         self._stacked = (batch, stacked)

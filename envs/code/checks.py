@@ -73,7 +73,7 @@ class Unknown:
     def __init__(self, budget: _Budget):
         self._budget = budget
 
-    def _more(self, *args: Any, **kwargs: Any) -> "Unknown":
+    def _more(self, *args: Any, **kwargs: Any) -> Unknown:
         self._budget.spend()
         return self
 
@@ -82,7 +82,7 @@ class Unknown:
     __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __invert__ = __lshift__ = __rshift__ = _more
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __getitem__ = __call__ = __round__ = _more
 
-    def __getattr__(self, name: str) -> "Unknown":
+    def __getattr__(self, name: str) -> Unknown:
         return self._more()
 
     def __bool__(self) -> bool:
@@ -130,7 +130,7 @@ class Check:
         self._wires = tuple(_wire(c) for c in self.plan)
 
     @classmethod
-    def of(cls, test: Mapping[str, Any], task: Task) -> "Check":
+    def of(cls, test: Mapping[str, Any], task: Task) -> Check:
         """The check of ``test``, compiled and planned once per distinct test and kept (a GRPO
         group verifies one task many times); it holds no state of any one run."""
         humaneval = test.get("call") == "check"

@@ -146,7 +146,7 @@ def _outcome(index, kind, passed, shown_input, expected, got, result: CallResult
 
 def _run_check(index: int, check: Check, answers: list[CallResult], live: LiveSession, load_error: str | None) -> dict[str, Any]:
     """Run a HumanEval ``check(candidate)`` or an MBPP assertion on the host (see :mod:`.checks`)."""
-    fail = lambda error: _outcome(index, "check", False, check.shown, "the assertions hold", None, CallResult(error=error))  # noqa: E731
+    fail = lambda error: _outcome(index, "check", False, check.shown, "the assertions hold", None, CallResult(error=error))
     if load_error:
         return fail(load_error)
     try:

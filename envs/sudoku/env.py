@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import cache
 from itertools import product
 from typing import Any, Literal
 
 import numpy as np
 
 from textgym.env import Outcome, TextEnv, tool_messages
-from textgym.error import InvalidTask, ResetNeeded, ToolError
 from textgym.envs.sudoku import grid
 from textgym.envs.sudoku.solver import BOX_SHAPES, Masks, generate, geometry
+from textgym.error import InvalidTask, ResetNeeded, ToolError
 from textgym.messages import FrozenDict, assistant, system, tool, user
 from textgym.parsing import ParsedTurn
 from textgym.tasks import Task, task_id
@@ -421,13 +421,13 @@ class SudokuEnv(TextEnv):
         )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _moves(n: int) -> dict[str, tuple[int, int, int]]:
     """Every on-board move of an ``n x n`` board as :data:`MOVE` writes it, to its ``(row, col, digit)``."""
     return {MOVE % move: move for move in product(range(1, n + 1), repeat=3)}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _system_prompt(n: int) -> str:
     """The rules and both action formats for an ``n x n`` board (cached: one string per size)."""
     br, bc = BOX_SHAPES[n]

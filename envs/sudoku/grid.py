@@ -7,10 +7,10 @@ box lines) is itself a valid answer once its blanks are filled, so a model can c
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache
 
-from textgym.error import InvalidTask
 from textgym.envs.sudoku.solver import BOX_SHAPES, count_solutions, first_conflict, geometry
+from textgym.error import InvalidTask
 
 SIZE_BY_LENGTH = {n * n: n for n in BOX_SHAPES}
 BLANK_CHARS = ".0"
@@ -107,7 +107,7 @@ def format_board(cells: Sequence[int], size: int) -> str:
     return board_format(size) % tuple(map(DIGIT_CHARS.__getitem__, cells))
 
 
-@lru_cache(maxsize=None)
+@cache
 def cell_offsets(size: int) -> tuple[int, ...]:
     """Where each cell's character stands in :func:`format_board`'s text, so that a move redraws
     the board by replacing one character instead of formatting every cell (issue 14).
@@ -121,7 +121,7 @@ def cell_offsets(size: int) -> tuple[int, ...]:
     return tuple(k - cell for cell, k in enumerate(starts))  # each earlier "%s" drew one character
 
 
-@lru_cache(maxsize=None)
+@cache
 def board_format(size: int) -> str:
     """A ``%``-template with one ``%s`` per cell (the board drawn at reset)."""
     br, bc = BOX_SHAPES[size]

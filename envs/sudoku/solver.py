@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -46,7 +46,7 @@ class Geometry:
         return ("row", "column", "box")[kind]
 
 
-@lru_cache(maxsize=None)
+@cache
 def geometry(size: int) -> Geometry:
     """The (cached) index tables for ``size`` in ``BOX_SHAPES``."""
     if size not in BOX_SHAPES:

@@ -161,7 +161,7 @@ def tasks(rng: np.random.Generator, staff: list[tuple[str, str]], n: int = 150) 
 
 
 def customers(rng: np.random.Generator, staff: list[tuple[str, str]], n: int = 120) -> list[tuple]:
-    pairs = [(f, l) for f in CUSTOMER_FIRST for l in CUSTOMER_LAST]
+    pairs = [(first, last) for first in CUSTOMER_FIRST for last in CUSTOMER_LAST]
     chosen = [pairs[int(i)] for i in rng.permutation(len(pairs))[:n]]
     rows = []
     for first, last in chosen:

@@ -77,7 +77,7 @@ def _changes(table: S.Table, before: dict, after: dict) -> tuple[set, int, Count
         added, removed = _normalized(table, a - b), _normalized(table, b - a)
         return set(), 0, added - removed, removed - added
     kinds = [k for _, k in table.columns if k != "id"]
-    norm = lambda row: tuple(normalize(k, v) for k, v in zip(kinds, row))  # noqa: E731
+    norm = lambda row: tuple(normalize(k, v) for k, v in zip(kinds, row))
     touched = {
         k for k, row in before.items() if after.get(k) != row and (k not in after or norm(after[k]) != norm(row))
     }
@@ -89,7 +89,7 @@ def _edits(table: S.Table, before: dict, after: dict) -> dict[str, list]:
     """What changed from ``before`` to ``after``: rows ``added``, ``changed`` (``id``, ``before``,
     ``after``) and ``deleted``, as column dicts (at most ``MAX_DIFF_ROWS`` of each)."""
     names = table.compared
-    row = lambda values: dict(zip(names, values))  # noqa: E731
+    row = lambda values: dict(zip(names, values))
     if table.id_column is None:
         b, a = Counter(before.values()), Counter(after.values())
         added, deleted = list((a - b).elements()), list((b - a).elements())
@@ -105,7 +105,7 @@ def _diff(table: S.Table, final: dict, expected: dict) -> tuple[list, list]:
     common = raw_f & raw_e
     nf, ne = _normalized(table, raw_f - common), _normalized(table, raw_e - common)
     names = table.compared
-    rows = lambda c: [dict(zip(names, r)) for r in list(c.elements())[:MAX_DIFF_ROWS]]  # noqa: E731
+    rows = lambda c: [dict(zip(names, r)) for r in list(c.elements())[:MAX_DIFF_ROWS]]
     return rows(ne - nf), rows(nf - ne)
 
 

@@ -16,12 +16,12 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("jax")
 
-from textgym.algos import lazy, tiny  # noqa: E402
-from textgym.algos import jax as jax_backend  # noqa: E402
-from textgym.algos import torch as torch_backend  # noqa: E402
-from textgym.algos.grpo import GRPOConfig, grpo_loss, pack, rollout_correction  # noqa: E402
-from textgym.error import CheckpointMismatch  # noqa: E402
-from textgym.rollout import Rollout  # noqa: E402
+from textgym.algos import jax as jax_backend
+from textgym.algos import lazy, tiny
+from textgym.algos import torch as torch_backend
+from textgym.algos.grpo import GRPOConfig, grpo_loss, pack, rollout_correction
+from textgym.error import CheckpointMismatch
+from textgym.rollout import Rollout
 
 SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
 BACKENDS = {"jax": jax_backend, "torch": torch_backend}
@@ -66,7 +66,7 @@ def test_objective_variants_agree_across_reference_jax_and_torch(policy_loss, co
                      policy_loss=policy_loss, rollout_correction=correction, rollout_correction_cap=1.2)
     batch = pack(rollouts(1), cfg, pad_id=0)
     rng = np.random.default_rng(2)
-    noise = lambda s: (rng.normal(0, s, batch.shape) * batch.loss_mask).astype(np.float32)  # noqa: E731
+    noise = lambda s: (rng.normal(0, s, batch.shape) * batch.loss_mask).astype(np.float32)
     lp = batch.old_logprobs + noise(0.3)  # ratios far from 1: the clip and the caps bite
     ref = batch.old_logprobs + noise(0.2)
     if correction != "none":
@@ -96,7 +96,7 @@ def test_gspo_uses_one_ratio_per_sequence_and_cispo_keeps_clipped_gradients():
         loss, _ = torch_backend.grpo_loss(lp, batch, GRPOConfig(policy_loss=name))
         loss.backward()
         positive = torch.tensor(batch.advantages > 0)
-        assert bool((lp.grad[positive].abs().sum() > 0)) == has_gradient, name
+        assert bool(lp.grad[positive].abs().sum() > 0) == has_gradient, name
 
 
 @pytest.mark.parametrize("name", BACKENDS)

@@ -24,15 +24,14 @@ pytest.importorskip("jax")
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-from safetensors.numpy import load_file, save_file  # noqa: E402
+import jax
+import jax.numpy as jnp
+from safetensors.numpy import load_file, save_file
 
-from textgym.algos.grpo import GRPOConfig, grpo_loss, pack  # noqa: E402
-from textgym.algos.jax import Learner, load_policy  # noqa: E402
-from textgym.algos.jax import loss as jax_loss  # noqa: E402
-from textgym.algos.jax import sampler  # noqa: E402
-from textgym.rollout import Rollout  # noqa: E402
+from textgym.algos.grpo import GRPOConfig, grpo_loss, pack
+from textgym.algos.jax import Learner, load_policy, sampler
+from textgym.algos.jax import loss as jax_loss
+from textgym.rollout import Rollout
 
 REPO = str(Path(__file__).resolve().parents[2])
 VOCAB = 61

@@ -12,15 +12,15 @@ pytest.importorskip("transformers")
 try:
     from textgym.algos import jax as jax_backend
 
-    jax_backend.load_policy  # noqa: B018  (imports JAX, Flax and optax)
+    jax_backend.load_policy  # noqa: B018 - the attribute imports JAX, Flax and optax
 except ImportError as exc:  # pragma: no cover - the JAX extra is not installed
     pytest.skip(f"JAX backend not importable: {exc}", allow_module_level=True)
 
-from textgym.algos import tiny  # noqa: E402
-from textgym.algos import torch as torch_backend  # noqa: E402
-from textgym.algos.grpo import GRPOConfig, pack  # noqa: E402
-from textgym.algos.grpo import grpo_loss as reference_loss  # noqa: E402
-from textgym.rollout import Rollout  # noqa: E402
+from textgym.algos import tiny
+from textgym.algos import torch as torch_backend
+from textgym.algos.grpo import GRPOConfig, pack
+from textgym.algos.grpo import grpo_loss as reference_loss
+from textgym.rollout import Rollout
 
 SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
 CONFIG = GRPOConfig(group_size=4, micro_batch_size=4, lr=1e-3, kl_beta=0.05, clip_eps_high=0.28, max_length=64, max_grad_norm=0.0)

@@ -16,12 +16,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from textgym.algos import tiny  # noqa: E402
-from textgym.algos.grpo import GRPOConfig, pack  # noqa: E402
-from textgym.algos.torch import Learner, TorchLanguageModel, load_policy  # noqa: E402
-from textgym.algos.torch import packed as packing  # noqa: E402
-from textgym.algos.torch.sampler import sample_token  # noqa: E402
-from textgym.rollout import Rollout  # noqa: E402
+from textgym.algos import tiny
+from textgym.algos.grpo import GRPOConfig, pack
+from textgym.algos.torch import Learner, TorchLanguageModel, load_policy
+from textgym.algos.torch import packed as packing
+from textgym.algos.torch.sampler import sample_token
+from textgym.rollout import Rollout
 
 SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
 # bf16 keeps 8 mantissa bits: on this model its logprobs stay this close to float32's (measured

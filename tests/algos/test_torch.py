@@ -8,13 +8,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from textgym.algos import tiny  # noqa: E402
-from textgym.algos.grpo import GRPOConfig, pack  # noqa: E402
-from textgym.algos.grpo import grpo_loss as reference_loss  # noqa: E402
-from textgym.algos.grpo.batch import split_prompts  # noqa: E402
-from textgym.algos.torch import Learner, grpo_loss, load_policy  # noqa: E402
-from textgym.algos.torch.sampler import sample_token  # noqa: E402
-from textgym.rollout import Rollout  # noqa: E402
+from textgym.algos import tiny
+from textgym.algos.grpo import GRPOConfig, pack
+from textgym.algos.grpo import grpo_loss as reference_loss
+from textgym.algos.grpo.batch import split_prompts
+from textgym.algos.torch import Learner, grpo_loss, load_policy
+from textgym.algos.torch.sampler import sample_token
+from textgym.rollout import Rollout
 
 SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
 MODES = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "constant"]
@@ -190,7 +190,7 @@ def test_without_sampler_logprobs_the_first_ratio_is_one(model_dir):
     first = Learner(policy, config).update(batch.replace(old_logprobs=policy.logprobs(batch.input_ids, batch.attention_mask)))
     assert first["stats/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
     metrics = Learner(load_policy(model_dir), config).train_step(batch)
-    assert 0.0 < metrics["stats/ratio_mean"] and np.isfinite(metrics["loss/total"])
+    assert metrics["stats/ratio_mean"] > 0.0 and np.isfinite(metrics["loss/total"])
 
 
 def test_save_restore_continues_exactly_and_export_loads(model_dir, tmp_path):

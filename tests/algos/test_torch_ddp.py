@@ -14,10 +14,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from textgym.algos import tiny  # noqa: E402
-from textgym.algos.grpo import GRPOConfig, pack  # noqa: E402
-from textgym.algos.torch import Learner, load_policy  # noqa: E402
-from textgym.rollout import Rollout  # noqa: E402
+from textgym.algos import tiny
+from textgym.algos.grpo import GRPOConfig, pack
+from textgym.algos.torch import Learner, load_policy
+from textgym.rollout import Rollout
 
 SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
 # 10 rows with micro-batches of 2: 5 micro-batches do not split evenly over 2 ranks, so the

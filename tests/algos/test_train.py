@@ -25,8 +25,8 @@ from textgym.tasks import Task
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from textgym.algos import train as train_module  # noqa: E402
-from textgym.algos.sft import sft  # noqa: E402
+from textgym.algos import train as train_module
+from textgym.algos.sft import sft
 
 ENV_ID = "textgym-test/AsciiFirst-v0"
 SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
@@ -154,7 +154,7 @@ def test_stop_and_resume_continue_exactly_with_a_kl_term(model_dir, tmp_path, ba
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_killed_run_loses_nothing(model_dir, tmp_path, monkeypatch, backend):
     grpo = GRPOConfig(group_size=4, lr=3e-3, kl_beta=0.2, max_new_tokens=3, max_length=64, micro_batch_size=4)
-    run = lambda out, **k: config(model_dir, out, backend=backend, grpo=grpo, **k)  # noqa: E731
+    run = lambda out, **k: config(model_dir, out, backend=backend, grpo=grpo, **k)
     train_module.train(run(tmp_path / "straight"))
 
     # Ctrl-C during step 3: the checkpoint of step 2 is written on the way out.

@@ -12,16 +12,15 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import textgym  # noqa: F401  (registers the ids)
-from tests.wrappers.chat_fixtures import LadderEnv, make_env, tokenizer
 from tests.chat_templates.test_render import played, reference
+from tests.wrappers.chat_fixtures import LadderEnv, make_env, tokenizer
 from tests.wrappers.token_reference import assert_steps_match_reference, decode, encode, reference_render
-from textgym.messages import thaw
-from textgym.tokenizer import CHAT_TEMPLATE
 from textgym._chat_templates import known as chat_known
 from textgym._chat_templates.known import KnownTail
 from textgym._chat_templates.render import TemplateRenderer
 from textgym._chat_templates.tail import MARK
+from textgym.messages import thaw
+from textgym.tokenizer import CHAT_TEMPLATE
 from textgym.wrappers import TokenObservation
 
 DOUBLE = '<tool_call>{"name": "step_up", "arguments": {}}</tool_call>' * 2
@@ -106,14 +105,14 @@ def test_known_tails_equal_the_jinja_tails_on_fuzzed_messages(messages, start, w
     def outcome(r):
         try:
             return r.tail(chat, start, tools, prompt)
-        except Exception as e:  # noqa: BLE001 - the same error either way
+        except Exception as e:  # the same error either way
             return type(e)
 
     fast, slow = outcome(known), outcome(jinja)
     if slow is None and fast is not None:  # the Jinja tail's split failed on a marker: compare with the whole rendering
         try:
             whole = reference(known.tokenizer, messages, tools, prompt, CHAT_TEMPLATE)
-        except Exception:  # noqa: BLE001 - a message before `start` that the template cannot render
+        except Exception:  # a message before `start` that the template cannot render
             assume(False)
         assert whole.endswith("".join(fast))
     else:

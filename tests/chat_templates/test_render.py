@@ -14,10 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import textgym  # noqa: F401  (registers the ids)
 from tests.wrappers.chat_fixtures import CHATML_TEMPLATE, tokenizer
-from textgym.messages import thaw
 from textgym._chat_templates.render import Codec, TemplateRenderer
+from textgym.messages import thaw
 
 KINDS = ["tiny", "chatml", "llama3", "think"]
 

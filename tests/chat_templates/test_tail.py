@@ -12,13 +12,12 @@ import copy
 
 import pytest
 
-import textgym  # noqa: F401  (registers the ids)
-from tests.wrappers.chat_fixtures import CHATML_TEMPLATE, LLAMA3_TEMPLATE, THINK_DROPPING_TEMPLATE, LadderEnv, tokenizer
 from tests.chat_templates.test_render import played, reference
+from tests.wrappers.chat_fixtures import CHATML_TEMPLATE, LLAMA3_TEMPLATE, THINK_DROPPING_TEMPLATE, LadderEnv, tokenizer
 from tests.wrappers.token_reference import assert_steps_match_reference
+from textgym._chat_templates.render import TemplateRenderer
 from textgym.tokenizer import CHAT_TEMPLATE
 from textgym.wrappers import TokenObservation
-from textgym._chat_templates.render import TemplateRenderer
 
 # Counts the turns (loop.index): prefix-preserving, and exact from any start only because the copy
 # offsets the counters. Also reads the next message (reach 1) and the first one.
@@ -135,9 +134,9 @@ def test_a_message_that_holds_the_marker_renders_whole_and_stays_exact(known, mo
     # one), the step renders the whole conversation, and every id stays the reference's. The tiny
     # template's plain-Python tail (_chat_templates/known.py) needs no marker: its texts are the message's.
     from tests.wrappers.token_reference import decode, encode, reference_render
-    from textgym.messages import thaw
     from textgym._chat_templates import known as chat_known
     from textgym._chat_templates.tail import MARK
+    from textgym.messages import thaw
 
     if not known:
         monkeypatch.setattr(chat_known, "KNOWN", {})

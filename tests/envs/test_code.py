@@ -9,7 +9,7 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import textgym  # noqa: F401  (registers the ids)
+import textgym  # registers the ids
 from textgym.envs.code import CodeEnv
 from textgym.envs.code.families import FAMILIES
 from textgym.envs.code.generator import generate
@@ -82,7 +82,7 @@ def test_wrong_answer_gets_feedback_then_can_succeed(env):
 
 def test_attempts_run_out_with_zero_reward(env):
     env.reset(seed=4)
-    for attempt in range(3):
+    for _ in range(3):
         obs, reward, terminated, truncated, info = env.step(WRONG)
     assert terminated and not truncated and reward == 0.0 and info["success"] is False
     assert "No attempts left" in obs[-1]["content"]

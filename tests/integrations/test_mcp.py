@@ -13,11 +13,11 @@ import gymnasium as gym
 import pytest
 
 pytest.importorskip("mcp")
-from mcp import ClientSession, StdioServerParameters  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
-import textgym  # noqa: F401,E402  (registers the ids)
+import textgym  # noqa: F401  (registers the ids)
 
 
 def _server(*args: str) -> StdioServerParameters:

@@ -16,7 +16,7 @@ from textgym.messages import thaw
 from textgym.serve.protocol import json_safe
 
 pytest.importorskip("openenv")
-from textgym.integrations.openenv import (  # noqa: E402
+from textgym.integrations.openenv import (
     SudokuEnvironment,
     TextGymAction,
     TextGymObservation,

@@ -7,7 +7,6 @@ import inspect
 import gymnasium as gym
 import pytest
 
-import textgym  # noqa: F401  (registers the ids)
 from textgym.integrations.trl import environment_factory, reward_func, seed_dataset
 from textgym.messages import thaw
 

@@ -7,7 +7,6 @@ loads the model in a backend (~1-3 min of CPU each on two shared cores).
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest

@@ -11,7 +11,6 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
-import textgym  # noqa: F401  (registers the ids)
 from tests.wrappers.token_reference import assert_steps_match_reference, reference_render
 from textgym.messages import thaw
 from textgym.tool_prompt import tools_block

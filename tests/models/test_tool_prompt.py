@@ -9,7 +9,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import textgym  # noqa: F401  (registers the ids)
 from textgym import tool_prompt
 from textgym.parsing import parse_turn
 from textgym.policies import ModelPolicy

@@ -58,7 +58,7 @@ def test_random_tool_calls_parse_and_use_the_slots_tools():
 
 def test_random_policy_is_deterministic_per_seed_and_varies_across_seeds():
     infos = [{"tools": TOOLS.schemas()}] * 4
-    run = lambda seed: [RandomPolicy(seed).act([()] * 4, infos).actions for _ in range(3)]  # noqa: E731
+    run = lambda seed: [RandomPolicy(seed).act([()] * 4, infos).actions for _ in range(3)]
     assert run(5) == run(5)
     assert run(5) != run(6)
 

@@ -12,7 +12,6 @@ import time
 import gymnasium as gym
 import pytest
 
-import textgym  # noqa: F401  (registers the ids)
 from textgym.error import SandboxUnavailable
 from textgym.sandbox import Call, Limits, Sandbox, cgroups
 
@@ -58,9 +57,8 @@ def test_a_cgroup_that_cannot_be_made_stops_the_worker_from_starting(monkeypatch
         raise OSError(28, "No space left on device", path)
 
     monkeypatch.setattr(cgroups, "_write", refuse)
-    with Sandbox(Limits(call_timeout=1.75), workers=1) as box:
-        with pytest.raises(SandboxUnavailable, match="cgroup"):
-            box.run("def f():\n    return 1\n", [Call(name="f")])
+    with Sandbox(Limits(call_timeout=1.75), workers=1) as box, pytest.raises(SandboxUnavailable, match="cgroup"):
+        box.run("def f():\n    return 1\n", [Call(name="f")])
 
 
 def test_a_worker_started_again_after_dying_removes_its_old_cgroup():

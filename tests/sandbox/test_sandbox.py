@@ -13,8 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from textgym.error import SandboxUnavailable
-from textgym.sandbox import Call, Limits, Sandbox, same_stdout, values_equal
-from textgym.sandbox import isolation
+from textgym.sandbox import Call, Limits, Sandbox, isolation, same_stdout, values_equal
 from textgym.sandbox.zygote import decode, encode
 
 plain = st.recursive(

@@ -32,7 +32,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         cmd = [sys.executable, "-m", "textgym.cli", "serve", self.env_id, "--port", str(self.port), *self.args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60

@@ -36,7 +36,7 @@ class FakeServer:
                     n += 1
                     if answer is not None:
                         await ws.send(answer)
-            except Exception:  # noqa: BLE001 - the client went away
+            except Exception:  # the client went away
                 pass
             finally:
                 self.open -= 1

@@ -20,7 +20,7 @@ from textgym.messages import thaw
 from textgym.serve.protocol import json_safe
 
 openenv = pytest.importorskip("openenv")
-from openenv import GenericEnvClient  # noqa: E402
+from openenv import GenericEnvClient
 
 
 def wire(action) -> dict:

@@ -16,7 +16,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import textgym  # noqa: F401  (registers the ids)
 from textgym.cli import main
 from textgym.policies.base import PolicyOutput
 from textgym.rollout import collect
@@ -77,7 +76,7 @@ def record_files(tmp_path_factory) -> dict[str, Path]:
     for step in (1, 2):
         rollouts = collect(venv, SampledOraclePolicy(venv, tok), seeds=[10 * step, 10 * step + 1], group_size=2)
         with open(run / "rollouts" / f"step_{step:06d}.jsonl", "w") as fh:
-            for k, r in enumerate(rollouts):
+            for r in rollouts:
                 fh.write(json.dumps({"step": step, "advantage": r.reward - 0.5, **r.to_dict()}) + "\n")  # Dr. GRPO's
     venv.close()
     tok.save_pretrained(run / "final")  # where a run keeps its tokenizer

@@ -11,9 +11,9 @@ from textgym.cli import main
 from textgym.view import build
 
 pytest.importorskip("selenium")
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 
 def records_in(*paths) -> list[dict]:

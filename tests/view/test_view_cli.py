@@ -18,7 +18,7 @@ def page_data(html: str) -> dict:
 def test_a_run_directory_reads_its_logged_steps_and_its_tokenizer(record_files):
     data = page_data(build([record_files["run"]]))
     assert len(data["episodes"]) == 8 and {e["step"] for e in data["episodes"]} == {1, 2}
-    assert data["vocab"] and any("<answer>" == t for t in data["vocab"].values())  # the run's tokenizer decoded them
+    assert data["vocab"] and any(t == "<answer>" for t in data["vocab"].values())  # the run's tokenizer decoded them
     tokens = data["episodes"][0]["tokens"]
     assert sum(b - a for a, b in tokens["spans"]) == len(tokens["logprobs"])  # logprobs on policy tokens only
 

@@ -9,7 +9,7 @@ which is the drift that :class:`textgym.wrappers.TokenObservation` must not suff
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 
 import gymnasium as gym
 
@@ -86,7 +86,7 @@ _CORPUS = [
 ]
 
 
-@lru_cache(maxsize=None)
+@cache
 def bpe_tokenizer(kind: str):
     """A trained byte-level BPE tokenizer with the ``chatml``, ``llama3`` or ``think`` template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -123,7 +123,7 @@ def tokenizer(kind: str):
     return bpe_tokenizer(kind)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tiny(build):
     return build()
 

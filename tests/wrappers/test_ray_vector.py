@@ -11,7 +11,7 @@ from tests.policies.toy import CountdownEnv
 from textgym.policies import OraclePolicy, RandomPolicy
 
 ray = pytest.importorskip("ray")
-from textgym.wrappers.ray_vector import RayVectorEnv  # noqa: E402
+from textgym.wrappers.ray_vector import RayVectorEnv
 
 pytestmark = pytest.mark.slow  # Ray start-up plus workers: 15-30 s on 2 shared cores
 
@@ -93,7 +93,6 @@ def test_seeds_call_attrs_and_errors(local_ray):
 
 
 def test_from_id_makes_registered_envs_in_workers(local_ray):
-    import textgym  # noqa: F401
 
     env_id = next((e for e in ("textgym/Sudoku-v0", "textgym/Workplace-v0") if _makes(e)), None)
     if env_id is None:

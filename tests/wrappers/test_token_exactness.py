@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pytest
 
-import textgym  # noqa: F401  (registers the ids)
 from tests.wrappers.chat_fixtures import LadderEnv, make_env, tokenizer
 from tests.wrappers.token_reference import assert_steps_match_reference
 from textgym.wrappers import TokenObservation

@@ -14,7 +14,6 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import textgym  # noqa: F401  (registers the ids)
 from tests.wrappers.chat_fixtures import (
     CHATML_TEMPLATE,
     LadderEnv,
@@ -86,7 +85,7 @@ def test_decoded_trajectory_is_the_rendered_conversation(kind, env_id):
     np.testing.assert_array_equal(traj.loss_mask, expected_mask)
     assert traj.logprobs is None  # plain id actions carry no logprobs
     # Token-in/token-out: each observation extends the previous one by the turn's ids.
-    for before, after, (start, end) in zip(observations, observations[1:], traj.turn_spans):
+    for before, after, (start, _end) in zip(observations, observations[1:], traj.turn_spans):
         assert after.dtype == np.int32 and env.observation_space.contains(after)
         np.testing.assert_array_equal(after[: before.size], before)
         assert start == before.size

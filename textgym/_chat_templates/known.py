@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from textgym.tokenizer import CHAT_TEMPLATE as TINY_TEMPLATE
 from textgym._chat_templates.tail import TailTemplate
+from textgym.tokenizer import CHAT_TEMPLATE as TINY_TEMPLATE
 
 # (messages, start, add_generation_prompt) -> [body_start, ..., body_n, footer], or None outside its domain
 Bodies = Callable[[list, int, bool], "list[str] | None"]

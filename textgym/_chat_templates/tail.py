@@ -81,7 +81,7 @@ class TailTemplate:
         ctx = env.context_class(env, names, template.name, template.blocks, globals=self._globals)
         try:
             parts = env.concat(template.root_render_func(ctx)).split(MARK)
-        except Exception:  # noqa: BLE001 - re-raised by Jinja as render() would raise it
+        except Exception:  # re-raised by Jinja as render() would raise it
             env.handle_exception()
         # One marker before each body and one before the footer, nothing before the first one.
         return parts[1:] if len(parts) == len(messages) - start + 2 and not parts[0] else None

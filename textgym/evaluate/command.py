@@ -32,7 +32,7 @@ class PolicySpec:
         return self.kind if self.model is None else f"{self.kind}:{self.model}"
 
     @classmethod
-    def parse(cls, text: str) -> "PolicySpec":
+    def parse(cls, text: str) -> PolicySpec:
         if text in ("oracle", "random"):
             return cls(text)
         if text.startswith("model:") and len(text) > len("model:"):
@@ -88,7 +88,6 @@ def run(args: argparse.Namespace) -> int:
     specs = _validate(args)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    import textgym  # noqa: F401 - registers the ids
     from textgym.tables import console as make_console
 
     console = make_console()
@@ -102,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     done: dict[str, PolicyReport] = {}
     with Progress(*columns, console=console, transient=True) as progress:
         bars = {spec.name: progress.add_task(spec.name, total=total) for spec in specs}
-        advance = lambda name, n: progress.advance(bars[name], n)  # noqa: E731
+        advance = lambda name, n: progress.advance(bars[name], n)
         # Text policies share one vector env; each model plays a token env with its own tokenizer.
         groups = [(_text_venv, policies)] if policies else []
         groups += [(partial(_token_venv, spec=spec, tokenizer=m.tokenizer), {spec.name: lambda venv, m=m: m}) for spec, m in models.items()]
@@ -124,7 +123,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> list[PolicySpec]:
-    import textgym  # noqa: F401 - registers the ids
 
     try:
         if args.env_id not in gym.registry:

@@ -128,7 +128,7 @@ def _tool_method(tool: Tool):
     for pname, schema in tool.parameters.items():
         hint = _TYPES[schema["type"]]
         if schema.get("nullable"):
-            hint = Optional[hint]  # noqa: UP007 - transformers reads typing.Optional
+            hint = Optional[hint]  # noqa: UP045 - transformers reads typing.Optional
         default = tool.defaults.get(pname, inspect.Parameter.empty)
         params.append(inspect.Parameter(pname, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=hint))
         annotations[pname] = hint

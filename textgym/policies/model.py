@@ -77,7 +77,7 @@ class ModelPolicy:
         seed: int = 0,
         threads: int | None = None,
         progress: bool = True,
-    ) -> "ModelPolicy":
+    ) -> ModelPolicy:
         """A policy sampling from ``model`` with the ``jax`` or ``torch`` backend's sampler.
 
         Args:

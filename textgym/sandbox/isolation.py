@@ -186,7 +186,7 @@ def _parents(path: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def resolve_backend(name: BackendName = "auto") -> Backend:
     """The backend to use, checked once per process.
 

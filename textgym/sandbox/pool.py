@@ -103,7 +103,7 @@ class Sandbox:
             except (TypeError, ValueError) as exc:
                 encoded[i] = CallResult(error=f"the test's arguments cannot be sent to the sandbox: {exc}")
         requests.append({"op": "close"})
-        for attempt in range(2):
+        for _ in range(2):
             worker = self._acquire()
             try:
                 replies, died = worker.exchange(requests, self.limits.total_timeout + HOST_SLACK), None
@@ -118,7 +118,7 @@ class Sandbox:
                 break
         return _collect(replies, encoded, len(calls), died)
 
-    def session(self, code: str, *, mode: Mode = "function") -> "Session":
+    def session(self, code: str, *, mode: Mode = "function") -> Session:
         """An open program for calls decided one at a time (e.g. a test that runs on the host)."""
         return Session(self, code, mode)
 
@@ -130,7 +130,7 @@ class Sandbox:
             self._idle.clear()
         _stop_all(workers)
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -238,7 +238,7 @@ class Session:
         self._sandbox._release(worker)
         return str(reply.get("console", ""))
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -68,7 +68,7 @@ class CallResult:
         return self.error is None
 
     @classmethod
-    def from_reply(cls, reply: Mapping[str, Any]) -> "CallResult":
+    def from_reply(cls, reply: Mapping[str, Any]) -> CallResult:
         error = reply.get("error")
         if error is not None and not isinstance(error, str):
             error = "the program sent a malformed error"

@@ -18,7 +18,7 @@ require("fastapi", "serve")
 require("uvicorn", "serve")
 require("orjson", "serve")
 
-from textgym.serve.app import EnvServer, create_app  # noqa: E402
+from textgym.serve.app import EnvServer, create_app  # noqa: E402 - after the checks, so a missing extra names itself
 from textgym.serve.command import add_arguments, run  # noqa: E402
 
 __all__ = ["EnvServer", "add_arguments", "create_app", "run"]
