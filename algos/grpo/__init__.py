@@ -45,6 +45,7 @@ __all__ = [
     "BaseLearner",
     "Batch",
     "GRPOConfig",
+    "LanguageModel",
     "Learner",
     "SeedTree",
     "bucket_length",
