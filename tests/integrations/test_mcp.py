@@ -125,17 +125,21 @@ def test_streamable_http_on_a_loopback_port_keeps_one_episode_per_session():
         url = f"http://127.0.0.1:{port}/mcp"
 
         async def main():
-            async with streamable_http_client(url) as (r1, w1, _), ClientSession(r1, w1) as one:
-                async with streamable_http_client(url) as (r2, w2, _), ClientSession(r2, w2) as two:
-                    await one.initialize()
-                    await two.initialize()
-                    await one.call_tool("reset", {"seed": 1})
-                    await two.call_tool("reset", {"seed": 2})
-                    second = await two.call_tool("respond", {"message": "<answer>1</answer>"})
-                    assert second.isError and second.structuredContent is None  # a format error: goes on
-                    for session, move in zip((one, two), moves):  # each its own board
-                        placed = await session.call_tool("place", move)
-                        assert not placed.isError and "Board (" in _text(placed), _text(placed)
+            async with (
+                streamable_http_client(url) as (r1, w1, _),
+                ClientSession(r1, w1) as one,
+                streamable_http_client(url) as (r2, w2, _),
+                ClientSession(r2, w2) as two,
+            ):
+                await one.initialize()
+                await two.initialize()
+                await one.call_tool("reset", {"seed": 1})
+                await two.call_tool("reset", {"seed": 2})
+                second = await two.call_tool("respond", {"message": "<answer>1</answer>"})
+                assert second.isError and second.structuredContent is None  # a format error: goes on
+                for session, move in zip((one, two), moves):  # each its own board
+                    placed = await session.call_tool("place", move)
+                    assert not placed.isError and "Board (" in _text(placed), _text(placed)
 
         for _ in range(50):  # the port opens once uvicorn has started
             try:
