@@ -396,6 +396,11 @@ def _record(
 ) -> Rollout:
     """One episode's record; ``cut``: the policy's token limit cut the turn that ended it."""
     trajectory = info.get("trajectory")
+    if trajectory is None and isinstance(final_obs, np.ndarray):
+        # A token env lost together with its wrapper (a Ray actor that died): the last context the
+        # policy saw, with nothing to train on (the record's end_reason is env_error).
+        ids = np.asarray(final_obs, dtype=np.int32)
+        trajectory = TokenTrajectory(ids, np.zeros(ids.shape, np.int8), None, (), ())
     messages = trajectory.messages if trajectory is not None else final_obs
     turn_timing = episode.turn_timing
     timing = {

@@ -5,10 +5,17 @@ sandboxes, databases) or numerous scale further as Ray actors. :class:`RayVector
 ``gymnasium.vector.VectorEnv`` API exactly (per-env seeds, the three autoreset modes,
 ``call``/``get_attr``/``set_attr``), so ``textgym.rollout.collect``, the policies and the trainers
 use it unchanged. ``ray`` is imported only when one is made (``pip install 'textgym[ray]'``).
+
+An actor that dies (its node is lost, it is killed, it runs out of memory) is replaced by a new one
+made with the same env functions. The episodes it was playing are gone: a ``step`` reports them as
+ended (``terminated``, reward 0, ``info["end_reason"] == "env_error"``), which the trainers mask
+out of the loss, and the new actor's sub-envs start fresh at their next reset (the next step, with
+autoreset). ``replaced_actors`` counts the replacements.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -18,7 +25,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from textgym.error import require
+from textgym.error import TextGymError, require
 
 
 def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
@@ -70,6 +77,10 @@ class EnvShard:
             self.needs_reset[i] = bool(result[2] or result[3])
             results.append(result)
         return results
+
+    def set_needs_reset(self) -> None:
+        """Mark every env as ended (the previous actor's episodes were lost)."""
+        self.needs_reset = [True] * len(self.envs)
 
     def call(self, name: str, args: tuple, kwargs: dict[str, Any]) -> list[Any]:
         out = []
@@ -134,14 +145,16 @@ class RayVectorEnv(VectorEnv):
         ray = require("ray", "ray")
         self._ray = ray
         if not ray.is_initialized():
-            ray.init(address=address, **({"include_dashboard": False} | dict(ray_init_kwargs or {})))
+            _init_ray(ray, address, ray_init_kwargs)
         self.num_envs = len(env_fns)
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.timeout = timeout
-        remote = ray.remote(EnvShard).options(**(actor_options or {}))
+        self._env_fns = list(env_fns)
+        self._remote = ray.remote(EnvShard).options(**(actor_options or {}))
         step = int(envs_per_actor)
         self._bounds = [(lo, min(lo + step, self.num_envs)) for lo in range(0, self.num_envs, step)]
-        self.actors = [remote.remote(list(env_fns[lo:hi]), self.autoreset_mode) for lo, hi in self._bounds]
+        self.actors = [self._remote.remote(self._env_fns[lo:hi], self.autoreset_mode) for lo, hi in self._bounds]
+        self.replaced_actors = 0
         obs_space, act_space, metadata, render_mode = self._get([self.actors[0].spaces.remote()])[0]
         self.single_observation_space, self.single_action_space = obs_space, act_space
         self.observation_space = batch_space(obs_space, self.num_envs)
@@ -173,7 +186,7 @@ class RayVectorEnv(VectorEnv):
             mask = np.asarray(options.pop("reset_mask"))
             if mask.shape != (self.num_envs,) or mask.dtype != np.bool_ or not mask.any():
                 raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},) with a True")
-        results = self._scatter("reset", lambda lo, hi: (seeds[lo:hi], options, mask[lo:hi].tolist()))
+        results = self._scatter("reset", lambda lo, hi: (seeds[lo:hi], options, mask[lo:hi].tolist()), retry=True)
         infos: dict[str, Any] = {}
         for i, result in enumerate(results):
             if result is not None:
@@ -185,7 +198,7 @@ class RayVectorEnv(VectorEnv):
         actions = list(iterate(self.action_space, actions))
         if len(actions) != self.num_envs:
             raise ValueError(f"expected {self.num_envs} actions, got {len(actions)}")
-        results = self._scatter("step", lambda lo, hi: (actions[lo:hi],))
+        results = self._scatter("step", lambda lo, hi: (actions[lo:hi],), on_lost=self._lost_episodes)
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         terminations = np.zeros(self.num_envs, dtype=np.bool_)
         truncations = np.zeros(self.num_envs, dtype=np.bool_)
@@ -221,10 +234,57 @@ class RayVectorEnv(VectorEnv):
                 self._ray.kill(actor)
             self.actors = []
 
-    def _scatter(self, method: str, args_for: Callable[[int, int], tuple]) -> list[Any]:
-        """Call ``method`` on every actor with its slice's arguments; results in sub-env order."""
+    def _scatter(
+        self,
+        method: str,
+        args_for: Callable[[int, int], tuple],
+        *,
+        retry: bool = False,
+        on_lost: Callable[[int, str], list[Any]] | None = None,
+    ) -> list[Any]:
+        """Call ``method`` on every actor with its slice's arguments; results in sub-env order.
+
+        A dead actor is replaced; then ``retry`` calls the new one again, ``on_lost`` makes its
+        slice's results, and otherwise the error says that the slice's sub-envs were lost.
+        """
         refs = [getattr(a, method).remote(*args_for(lo, hi)) for a, (lo, hi) in zip(self.actors, self._bounds)]
-        return [item for part in self._get(refs) for item in part]
+        parts = []
+        for k, ref in enumerate(refs):
+            try:
+                parts.append(self._ray.get(ref, timeout=self.timeout))
+                continue
+            except self._ray.exceptions.RayActorError as exc:
+                reason = self._replace(k, exc)
+            lo, hi = self._bounds[k]
+            if retry:
+                parts.append(self._ray.get(getattr(self.actors[k], method).remote(*args_for(lo, hi)), timeout=self.timeout))
+            elif on_lost is not None:
+                parts.append(on_lost(k, reason))
+            else:
+                raise TextGymError(f"sub-envs {lo}..{hi - 1}: {reason}; reset them before another {method}")
+        return [item for part in parts for item in part]
+
+    def _replace(self, k: int, exc: Exception) -> str:
+        """Start a new actor for shard ``k`` in place of the dead one; the reason, in one line."""
+        lo, hi = self._bounds[k]
+        self.actors[k] = self._remote.remote(self._env_fns[lo:hi], self.autoreset_mode)
+        self.replaced_actors += 1
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"the Ray actor hosting them died and was replaced ({type(exc).__name__}: {first[:200]})"
+
+    def _lost_episodes(self, k: int, reason: str) -> list[Any]:
+        """The step results of shard ``k``'s sub-envs after its actor died: each episode ended as
+        ``env_error`` (with ``same_step`` autoreset, the new actor's envs are reset at once)."""
+        lo, hi = self._bounds[k]
+        lost = [(self._env_obs[i], 0.0, True, False, {"end_reason": "env_error", "error": reason, "success": False})
+                for i in range(lo, hi)]
+        # Reset the new envs now, so that calls between this step and the next (a policy asking
+        # every sub-env for something) find an episode; next_step autoreset still resets them again.
+        fresh = self._ray.get(self.actors[k].reset.remote([None] * (hi - lo), None, [True] * (hi - lo)), timeout=self.timeout)
+        if self.autoreset_mode != AutoresetMode.SAME_STEP:
+            self._ray.get(self.actors[k].set_needs_reset.remote(), timeout=self.timeout)
+            return lost
+        return [(obs, 0.0, True, False, {**info, "final_obs": old[0], "final_info": old[4]}) for (obs, info), old in zip(fresh, lost)]
 
     def _get(self, refs: list[Any]) -> list[Any]:
         return self._ray.get(refs, timeout=self.timeout)
@@ -233,3 +293,29 @@ class RayVectorEnv(VectorEnv):
         # A fresh batch each time, so observations a caller kept are never overwritten.
         out = create_empty_array(self.single_observation_space, n=self.num_envs, fn=np.zeros)
         return concatenate(self.single_observation_space, self._env_obs, out)
+
+
+def _init_ray(ray: Any, address: str | None, ray_init_kwargs: dict[str, Any] | None) -> None:
+    """``ray.init``, with one clear error when the cluster named by ``address`` (or ``RAY_ADDRESS``)
+    is not there: Ray itself keeps retrying a dead address for minutes."""
+    named = os.environ.get("RAY_ADDRESS") if address in (None, "auto") else address
+    if named and named not in ("auto", "local"):
+        _check_reachable(named)
+    try:
+        ray.init(address=address, **({"include_dashboard": False} | dict(ray_init_kwargs or {})))
+    except ConnectionError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TextGymError(f"cannot reach the Ray cluster at {named or address}: {first}") from None
+
+
+def _check_reachable(address: str, timeout: float = 10.0) -> None:
+    """Open (and close) a TCP connection to the ``host:port`` of a Ray address."""
+    import socket
+
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not port.isdigit():
+        raise TextGymError(f"expected a Ray address like host:port or ray://host:10001, got {address!r}")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise TextGymError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None

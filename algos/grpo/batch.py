@@ -150,7 +150,8 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
         raise ValueError("cannot pack an empty list of rollouts")
     if any(r.token_ids is None or r.loss_mask is None for r in rollouts):
         raise ValueError("every rollout needs token_ids and loss_mask: wrap the env in TokenObservation")
-    with_logprobs = [r.logprobs is not None for r in rollouts]
+    # An env_error episode may have lost its logprobs with its env; it trains on nothing anyway.
+    with_logprobs = [r.logprobs is not None for r in rollouts if r.end_reason != "env_error"]
     if any(with_logprobs) and not all(with_logprobs):
         raise ValueError("either every rollout has logprobs or none has")
 
@@ -162,14 +163,14 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
     input_ids = np.full((rows, length), pad_id, dtype=np.int32)
     attention_mask = np.zeros((rows, length), dtype=np.int32)
     loss_mask = np.zeros((rows, length), dtype=np.float32)
-    old_logprobs = np.zeros((rows, length), dtype=np.float32) if all(with_logprobs) else None
+    old_logprobs = np.zeros((rows, length), dtype=np.float32) if any(with_logprobs) else None
     failed = np.array([r.end_reason == "env_error" for r in rollouts])
     for i, (r, size) in enumerate(zip(rollouts, lengths)):
         input_ids[i, :size] = r.token_ids[:size]
         attention_mask[i, :size] = 1
         if not (config.mask_truncated and r.truncated) and not failed[i]:
             loss_mask[i, :size] = r.loss_mask[:size]
-        if old_logprobs is not None:
+        if old_logprobs is not None and r.logprobs is not None:
             old_logprobs[i, :size] = r.logprobs[:size]
     loss_mask[:, 0] = 0.0  # no logprob exists for the first token
     positions = np.maximum(np.cumsum(attention_mask, axis=1) - 1, 0).astype(np.int32)
