@@ -66,7 +66,7 @@ def _wait_for_nodes(address: str, n: int, timeout: float, started: list[subproce
         for proc in started:
             if proc.poll() is not None:
                 raise RuntimeError(f"ray start exited with {proc.returncode}: {Path(log).read_text()[-2000:]}")
-        status = subprocess.run([*ray_command(), "status", f"--address={address}"], capture_output=True, text=True)
+        status = subprocess.run([*ray_command(), "status", f"--address={address}"], capture_output=True, text=True, check=False)
         if status.returncode == 0 and status.stdout.count("node_") >= n:
             return
         time.sleep(1.0)
