@@ -5,9 +5,11 @@ backends); these configs add what a run needs around it: the env, the backend, t
 many rollouts, evaluation, checkpoints. ``backend`` is the only field that picks a framework, and
 nothing else changes with it.
 
-The ``tiny`` model has per-env recipes (:mod:`textgym.algos.recipes`): fields left at ``None``
-take the recipe's value, so ``textgym train --env textgym/Sudoku-v0 --model tiny`` runs a setting
-in which the tiny model is known to learn.
+Every default lives on a field, with its documentation (:func:`textgym.algos.fields.option`).
+A preset (:mod:`textgym.algos.recipes`) is a whole ``TrainConfig`` for an env and a model; the
+command line starts from it and puts the flags it was given on top. ``None`` in a field means
+what the field's doc says (no limit, the framework's default, a value derived from other fields
+by :meth:`TrainConfig.resolved`), never "look it up elsewhere".
 """
 
 from __future__ import annotations
@@ -16,73 +18,84 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from textgym.algos.fields import check_choices, documented, option
 from textgym.algos.grpo import GRPOConfig
 from textgym.algos.grpo.seeds import EVAL_SEED_OFFSET, SFT_SEED_OFFSET
 
-__all__ = ["EVAL_SEED_OFFSET", "SFT_SEED_OFFSET", "SFTConfig", "TrainConfig"]
+__all__ = ["EVAL_SEED_OFFSET", "SFT_SEED_OFFSET", "SFTConfig", "TrainConfig", "default_output_dir"]
 
 Backend = Literal["jax", "torch"]
 Template = Literal["auto", "model", "compact"]
 VectorMode = Literal["sync", "async"]
 
+# Fields that SFTConfig and TrainConfig share mean the same thing: one text each.
+_BACKEND = "``jax`` or ``torch``; nothing else depends on it."
+_MODEL = ("A Hugging Face model directory, a ``.gguf`` file (converted once, cached) or a preset: ``tiny`` "
+          "(created in ``output_dir``), ``smollm2-135m`` (see :mod:`textgym.algos.models`).")
+_PRESET = ("The named preset (:data:`textgym.algos.recipes.PRESETS`, e.g. ``sudoku-tiny``) this configuration "
+           "starts from; on the command line, the flags given go on top of it, and without ``--preset`` a "
+           "run starts from the preset made for its env and model, if there is one.")
+_TEMPLATE = ("``model``: the checkpoint's template; ``compact``: the tiny template without its system turn and "
+             "tool list (a tiny model learns the task from examples, not from instructions; prompts are ~15x "
+             "shorter); ``auto``: compact for ``tiny``, the model's own for others.")
+_THREADS = ("Intra-op CPU threads of the backend (``None``: the framework's default); see "
+            ":func:`textgym.algos.backends.load_backend`.")
+_ORACLE_KWARGS = ("Keyword arguments of the env's ``oracle_action`` (``None``: none); Sudoku's ``{\"place\": 16}`` "
+                  "demonstrates ``place`` calls, not the grid.")
+_TRAINABLE = "Train only the top this many decoder layers (see ``GRPOConfig.trainable_layers``; ``None``: every parameter)."
 
+
+def warm_start(source: str) -> dict[str, str]:
+    """Field metadata: a warm start of ``textgym train`` takes this SFT field from ``source``, a
+    ``TrainConfig`` attribute (``grpo.<name>`` for one of its GRPO settings)."""
+    return {"warm_start": source}
+
+
+@documented
 @dataclass(frozen=True, kw_only=True)
 class SFTConfig:
-    """Supervised warm start on the env's oracle demonstrations (``textgym sft``).
+    """Supervised warm start on the env's oracle demonstrations (``textgym sft``)."""
 
-    Attributes:
-        env: Registered env id, e.g. ``textgym/Sudoku-v0``.
-        env_kwargs: Keyword arguments of ``gym.make``.
-        backend: ``jax`` or ``torch``; nothing else depends on it.
-        model: A Hugging Face model directory, a ``.gguf`` file (converted once, cached) or a preset:
-            ``tiny`` (created in ``output_dir``), ``smollm2-135m`` (see :mod:`textgym.algos.models`).
-        preset: A named preset of :data:`textgym.algos.recipes.PRESETS` (e.g. ``sudoku-tiny``)
-            that fills the fields left unset; ``None``: the preset for this env and model, if any.
-        output_dir: Where the run writes ``final/`` (a HF directory) and ``sft_metrics.jsonl``
-            (``None``: ``runs/<env>-sft-<backend>``).
-        steps: Optimiser steps.
-        demos: Oracle episodes collected (task seeds from the run's seed tree, in
-            ``[SFT_SEED_OFFSET, EVAL_SEED_OFFSET)``), cycled through in a seeded order.
-        oracle_kwargs: Keyword arguments of the env's ``oracle_action`` (``None``: the recipe's,
-            else none); Sudoku's ``{"place": 16}`` demonstrates ``place`` calls, not the grid.
-        batch_size: Demonstration episodes per step.
-        lr: Peak AdamW learning rate (linear warm-up over the first 10% of steps, cosine decay).
-        max_length: Longest packed sequence in tokens.
-        micro_batch_size: Sequences per forward/backward (gradients accumulate).
-        trainable_layers: Train only the top this many decoder layers (see
-            ``GRPOConfig.trainable_layers``; ``None``: the preset's, else every parameter).
-        chat_template: ``model``: the checkpoint's template; ``compact``: the tiny template
-            without its system turn and tool list (a tiny model learns the task from examples,
-            not from instructions; prompts are ~15x shorter); ``auto``: the preset's, else compact for
-            ``tiny`` and the model's for others.
-        seed: Seeds the tiny model's init, the demonstrations' tasks and their order.
-        num_envs: Vector env width when collecting demonstrations.
-        threads: Intra-op CPU threads of the backend (``None``: the recipe's, else the
-            framework's default); see :func:`textgym.algos.runtime.load_backend`.
-        progress: Show rich progress bars.
-    """
+    env: str = option(doc="Registered env id, e.g. ``textgym/Sudoku-v0``.", **warm_start("envs.0"))
+    env_kwargs: dict[str, Any] = option(factory=dict, doc="Keyword arguments of ``gym.make``.", **warm_start("sft_kwargs"))
+    backend: Backend = option("torch", _BACKEND, **warm_start("backend"))
+    model: str = option("tiny", _MODEL, **warm_start("model"))
+    preset: str | None = option(None, _PRESET, **warm_start("preset"))
+    output_dir: str | None = option(
+        None, "Where the run writes ``final/`` (a HF directory) and ``sft_metrics.jsonl`` (``None``: "
+        "``runs/<env>-sft-<backend>``).", **warm_start("sft_output_dir"))
+    steps: int = option(100, "Optimiser steps.", **warm_start("sft_steps"))
+    demos: int = option(
+        256, "Oracle episodes collected (task seeds from the run's seed tree, in ``[SFT_SEED_OFFSET, "
+        "EVAL_SEED_OFFSET)``), cycled through in a seeded order.", **warm_start("sft_demos"))
+    oracle_kwargs: dict[str, Any] | None = option(None, _ORACLE_KWARGS, **warm_start("sft_oracle_kwargs"))
+    batch_size: int = option(16, "Demonstration episodes per step.")
+    lr: float = option(
+        1e-4, "Peak AdamW learning rate (linear warm-up over the first 10% of steps, cosine decay).", **warm_start("sft_lr"))
+    max_length: int = option(1024, "Longest packed sequence in tokens.", **warm_start("grpo.max_length"))
+    micro_batch_size: int = option(
+        16, "Sequences per forward/backward (gradients accumulate).", **warm_start("grpo.micro_batch_size"))
+    trainable_layers: int | None = option(None, _TRAINABLE, **warm_start("grpo.trainable_layers"))
+    chat_template: Template = option("auto", _TEMPLATE, **warm_start("chat_template"))
+    seed: int = option(0, "Seeds the tiny model's init, the demonstrations' tasks and their order.", **warm_start("seed"))
+    num_envs: int = option(32, "Vector env width when collecting demonstrations.")
+    threads: int | None = option(None, _THREADS, **warm_start("threads"))
+    progress: bool = option(True, "Show rich progress bars.", **warm_start("progress"))
 
-    env: str
-    env_kwargs: dict[str, Any] | None = None
-    backend: Backend = "torch"
-    model: str = "tiny"
-    preset: str | None = None
-    output_dir: str | None = None
-    steps: int | None = None
-    demos: int | None = None
-    oracle_kwargs: dict[str, Any] | None = None
-    batch_size: int = 16
-    lr: float | None = None
-    max_length: int = 1024
-    micro_batch_size: int = 16
-    trainable_layers: int | None = None
-    chat_template: Template = "auto"
-    seed: int = 0
-    num_envs: int = 32
-    threads: int | None = None
-    progress: bool = True
+    def __post_init__(self) -> None:
+        check_choices(self)
+        _check_positive(self, "batch_size", "max_length", "micro_batch_size", "num_envs", "threads")
+        if self.steps < 0 or self.demos < 0:  # 0: a warm start that `textgym train` skips
+            raise ValueError(f"steps and demos must be >= 0, got {self.steps}, {self.demos}")
+
+    def resolved(self) -> SFTConfig:
+        """The config a run uses: ``output_dir`` filled in."""
+        if self.output_dir is not None:
+            return self
+        return dataclasses.replace(self, output_dir=default_output_dir(self.env, f"sft-{self.backend}"))
 
 
+@documented
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """A GRPO run (``textgym train``), optionally preceded by an SFT warm start.
@@ -93,86 +106,60 @@ class TrainConfig:
     ``tree.seed("train_sampler", s, turn=k)``), so a resumed run continues exactly as if it had
     never stopped. Held-out evaluation tasks are the same for every ``seed`` (seeds from
     ``EVAL_SEED_OFFSET``), so that runs compare on one test set.
-
-    Attributes:
-        env: Registered env id, or several (a tuple; ``--env A --env B``) to train on a mixture:
-            each step's prompts are shared among them by ``env_weights``, and the metrics, the
-            curve and ``summary.json`` report each env as well as the whole.
-        env_weights: Shares of each step's prompts per env of a mixture (``--env-weights
-            0.5,0.5``; normalised; ``None``: equal).
-        env_kwargs: Keyword arguments of ``gym.make`` (``None``: the preset's, else ``{}``); for
-            a mixture, an object keyed by env id gives each env its own.
-        backend: ``jax`` or ``torch``.
-        model: A Hugging Face model directory, a ``.gguf`` file or a preset (``tiny``, ``smollm2-135m``).
-        preset: A named preset of :data:`textgym.algos.recipes.PRESETS` (e.g. ``sudoku-tiny``)
-            that fills the fields left unset; ``None``: the preset for this env and model, if any.
-        output_dir: Run directory: checkpoints, ``metrics.jsonl``, ``curve.png``, ``summary.json``
-            (``None``: ``runs/<env>-<backend>``).
-        steps: GRPO steps (``None``: the recipe's, else 100).
-        prompts_per_step: Task seeds per step; each is played ``grpo.group_size`` times
-            (``None``: the recipe's, else 8).
-        num_envs: Vector env width (at most the episodes per step).
-        vectorization_mode: ``sync`` or ``async`` sub-envs.
-        chat_template: See :class:`SFTConfig`.
-        eval_episodes: Held-out episodes (task seeds from ``EVAL_SEED_OFFSET``, whatever
-            ``seed`` is) per evaluation.
-        eval_every: Evaluate every this many steps (and before the first and after the last).
-        eval_temperature: Sampling temperature of evaluation; 0 is greedy.
-        save_every: Checkpoint every this many steps (and at the end, and on Ctrl-C).
-        log_rollouts_every: Write the rollouts of every this many steps (and of the first) to
-            ``rollouts/step_XXXXXX.jsonl`` for ``textgym view``, with each episode's ``step`` and
-            ``advantage``; 0 writes none. The default keeps the README run's view under 20 MB.
-        stop_after: Stop (with a checkpoint) after this many steps of *this invocation*; the next
-            invocation resumes. For time-sliced jobs and for testing resumption.
-        resume: Continue from ``output_dir``'s latest checkpoint when there is one.
-        sft_steps: Optimiser steps of the SFT warm start before GRPO (0: none; ``None``: recipe).
-        sft_env_kwargs: ``gym.make`` keyword arguments of the warm start's demonstrations
-            (``None``: the recipe's, else ``env_kwargs``), e.g. easier tasks than GRPO's for a
-            curriculum.
-        sft_demos: Oracle demonstrations for the warm start (``None``: recipe, else 256).
-        sft_lr: Learning rate of the warm start (``None``: recipe, else ``10 * grpo.lr``).
-        sft_oracle_kwargs: See ``SFTConfig.oracle_kwargs``.
-        seed: Root of the run's seed tree: the tiny init, training tasks, demonstrations and
-            sampling (copied into ``grpo.seed``).
-        threads: See :class:`SFTConfig`.
-        mesh: The JAX learner's device mesh, ``"data=N,fsdp=M"`` (``None``: one device); see
-            :func:`textgym.algos.jax.make_mesh`. The torch backend scales with ``torchrun``.
-        plot: Write ``curve.png`` (needs matplotlib).
-        progress: Show rich progress bars.
-        grpo: The GRPO objective and optimiser (see :class:`~textgym.algos.grpo.GRPOConfig`);
-            ``None``: the recipe's settings, else ``GRPOConfig()``.
     """
 
-    env: str | tuple[str, ...]
-    env_weights: tuple[float, ...] | None = None
-    env_kwargs: dict[str, Any] | None = None
-    backend: Backend = "torch"
-    model: str = "tiny"
-    preset: str | None = None
-    output_dir: str | None = None
-    steps: int | None = None
-    prompts_per_step: int | None = None
-    num_envs: int = 64
-    vectorization_mode: VectorMode = "sync"
-    chat_template: Template = "auto"
-    eval_episodes: int = 128
-    eval_every: int = 10
-    eval_temperature: float = 0.0
-    save_every: int = 10
-    log_rollouts_every: int = 10
-    stop_after: int | None = None
-    resume: bool = True
-    sft_steps: int | None = None
-    sft_env_kwargs: dict[str, Any] | None = None
-    sft_demos: int | None = None
-    sft_lr: float | None = None
-    sft_oracle_kwargs: dict[str, Any] | None = None
-    seed: int = 0
-    threads: int | None = None
-    mesh: str | None = None
-    plot: bool = True
-    progress: bool = True
-    grpo: GRPOConfig | None = None
+    env: str | tuple[str, ...] = option(
+        doc="Registered env id, or several (a tuple; ``--env A --env B``) to train on a mixture: each step's "
+        "prompts are shared among them by ``env_weights``, and the metrics, the curve and ``summary.json`` "
+        "report each env as well as the whole.")
+    env_weights: tuple[float, ...] | None = option(
+        None, "Shares of each step's prompts per env of a mixture (``--env-weights 0.5,0.5``; normalised; "
+        "``None``: equal).")
+    env_kwargs: dict[str, Any] = option(
+        factory=dict, doc="Keyword arguments of ``gym.make``; for a mixture, an object keyed by env id gives each "
+        "env its own.")
+    backend: Backend = option("torch", _BACKEND)
+    model: str = option("tiny", _MODEL)
+    preset: str | None = option(None, _PRESET)
+    output_dir: str | None = option(
+        None, "Run directory: checkpoints, ``metrics.jsonl``, ``curve.png``, ``summary.json`` (``None``: "
+        "``runs/<env>-<backend>``).")
+    steps: int = option(100, "GRPO steps.")
+    prompts_per_step: int = option(8, "Task seeds per step; each is played ``grpo.group_size`` times.")
+    num_envs: int = option(64, "Vector env width (at most the episodes per step).")
+    vectorization_mode: VectorMode = option("sync", "``sync`` or ``async`` sub-envs.")
+    chat_template: Template = option("auto", _TEMPLATE)
+    eval_episodes: int = option(
+        128, "Held-out episodes (task seeds from ``EVAL_SEED_OFFSET``, whatever ``seed`` is) per evaluation.")
+    eval_every: int = option(10, "Evaluate every this many steps (and before the first and after the last).")
+    eval_temperature: float = option(0.0, "Sampling temperature of evaluation; 0 is greedy.")
+    save_every: int = option(10, "Checkpoint every this many steps (and at the end, and on Ctrl-C).")
+    log_rollouts_every: int = option(
+        10, "Write the rollouts of every this many steps (and of the first) to ``rollouts/step_XXXXXX.jsonl`` "
+        "for ``textgym view``, with each episode's ``step`` and ``advantage``; 0 writes none. The default "
+        "keeps the README run's view under 20 MB.")
+    stop_after: int | None = option(
+        None, "Stop (with a checkpoint) after this many steps of *this invocation*; the next invocation "
+        "resumes. For time-sliced jobs and for testing resumption.")
+    resume: bool = option(True, "Continue from ``output_dir``'s latest checkpoint when there is one.")
+    sft_steps: int = option(0, "Optimiser steps of the SFT warm start before GRPO (0: none).")
+    sft_env_kwargs: dict[str, Any] | None = option(
+        None, "``gym.make`` keyword arguments of the warm start's demonstrations (``None``: ``env_kwargs``), "
+        "e.g. easier tasks than GRPO's for a curriculum.")
+    sft_demos: int = option(256, "Oracle demonstrations for the warm start.")
+    sft_lr: float | None = option(None, "Learning rate of the warm start (``None``: ``10 * grpo.lr``).")
+    sft_oracle_kwargs: dict[str, Any] | None = option(None, _ORACLE_KWARGS)
+    seed: int = option(
+        0, "Root of the run's seed tree: the tiny init, training tasks, demonstrations and sampling (copied "
+        "into ``grpo.seed``).")
+    threads: int | None = option(None, _THREADS)
+    mesh: str | None = option(
+        None, "The JAX learner's device mesh, ``\"data=N,fsdp=M\"`` (``None``: one device); see "
+        ":func:`textgym.algos.jax.make_mesh`. The torch backend scales with ``torchrun``.")
+    plot: bool = option(True, "Write ``curve.png`` (needs matplotlib).")
+    progress: bool = option(True, "Show rich progress bars.")
+    grpo: GRPOConfig = option(
+        factory=GRPOConfig, doc="The GRPO objective and optimiser (see :class:`~textgym.algos.grpo.GRPOConfig`).")
 
     def __post_init__(self) -> None:
         if not isinstance(self.env, str):
@@ -183,17 +170,13 @@ class TrainConfig:
             object.__setattr__(self, "env_weights", tuple(float(w) for w in self.env_weights))
             if len(self.env_weights) != len(self.envs) or min(self.env_weights) < 0 or sum(self.env_weights) <= 0:
                 raise ValueError(f"expected {len(self.envs)} env weights >= 0 with a positive sum, got {list(self.env_weights)}")
-        if self.backend not in ("jax", "torch"):
-            raise ValueError(f"backend must be 'jax' or 'torch', got {self.backend!r}")
-        for name in ("prompts_per_step", "num_envs", "eval_episodes", "eval_every", "save_every"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.log_rollouts_every < 0:
-            raise ValueError(f"log_rollouts_every must be >= 0, got {self.log_rollouts_every}")
-        if self.stop_after is not None and self.stop_after < 1:
-            raise ValueError(f"stop_after must be >= 1 or None, got {self.stop_after}")
+        check_choices(self)
+        _check_positive(self, "steps", "prompts_per_step", "num_envs", "eval_episodes", "eval_every", "save_every",
+                        "stop_after", "threads")
+        if self.log_rollouts_every < 0 or self.sft_steps < 0:
+            raise ValueError(f"log_rollouts_every and sft_steps must be >= 0, got {self.log_rollouts_every}, {self.sft_steps}")
         if self.mesh is not None:
-            from textgym.algos.runtime import parse_mesh
+            from textgym.algos.backends import parse_mesh
 
             parse_mesh(self.mesh)
             if self.backend != "jax":
@@ -204,9 +187,19 @@ class TrainConfig:
         """The run's env ids (one, or a mixture's)."""
         return (self.env,) if isinstance(self.env, str) else self.env
 
+    @property
+    def sft_kwargs(self) -> dict[str, Any]:
+        """``gym.make`` keyword arguments of the warm start's demonstrations."""
+        return self.kwargs_of(self.envs[0]) if self.sft_env_kwargs is None else dict(self.sft_env_kwargs)
+
+    @property
+    def sft_output_dir(self) -> str:
+        """Where the warm start writes (``<output_dir>/sft``)."""
+        return f"{self.resolved().output_dir}/sft"
+
     def kwargs_of(self, env: str) -> dict[str, Any]:
         """``gym.make`` keyword arguments of ``env`` (``env_kwargs``, or its entry when keyed by env id)."""
-        kwargs = self.env_kwargs or {}
+        kwargs = self.env_kwargs
         if len(self.envs) > 1 and kwargs and set(kwargs) <= set(self.envs):
             return dict(kwargs.get(env, {}))
         return dict(kwargs)
@@ -214,25 +207,47 @@ class TrainConfig:
     def replace(self, **changes: Any) -> TrainConfig:
         return dataclasses.replace(self, **changes)
 
-    def sft_config(self) -> SFTConfig:
-        """The warm start's config: same env (a mixture's first), backend, model, template and seed
-        (call on a resolved config)."""
-        return SFTConfig(
-            env=self.envs[0],
-            preset=self.preset,
-            env_kwargs=self.kwargs_of(self.envs[0]) if self.sft_env_kwargs is None else self.sft_env_kwargs,
-            backend=self.backend,
-            model=self.model,
-            output_dir=f"{self.output_dir}/sft",
-            steps=self.sft_steps,
-            demos=self.sft_demos,
-            oracle_kwargs=self.sft_oracle_kwargs,
-            lr=self.sft_lr,
-            max_length=self.grpo.max_length if self.grpo else 1024,
-            micro_batch_size=self.grpo.micro_batch_size if self.grpo else 16,
-            trainable_layers=self.grpo.trainable_layers if self.grpo else None,
-            chat_template=self.chat_template,
-            seed=self.seed,
-            threads=self.threads,
-            progress=self.progress,
+    def resolved(self) -> TrainConfig:
+        """The config a run uses: ``output_dir`` and ``sft_lr`` filled in, ``grpo.seed`` set to ``seed``
+        and ``grpo.total_steps`` (the schedule's horizon) to ``steps * grpo.num_iterations`` when unset."""
+        grpo = self.grpo
+        total = grpo.total_steps if grpo.total_steps is not None else self.steps * grpo.num_iterations
+        return dataclasses.replace(
+            self,
+            output_dir=self.output_dir if self.output_dir is not None else default_output_dir(self.env, self.backend),
+            sft_lr=self.sft_lr if self.sft_lr is not None else 10 * grpo.lr,
+            grpo=dataclasses.replace(grpo, seed=self.seed, total_steps=total),
         )
+
+    def sft_config(self) -> SFTConfig:
+        """The warm start's config: each :class:`SFTConfig` field from the ``TrainConfig`` attribute its
+        ``warm_start`` metadata names in the resolved config (the others keep their defaults)."""
+        source = self.resolved()
+        values = {f.name: _attribute(source, f.metadata["warm_start"]) for f in dataclasses.fields(SFTConfig)
+                  if "warm_start" in f.metadata}
+        return SFTConfig(**values)
+
+
+def _attribute(config: Any, path: str) -> Any:
+    """``config``'s attribute at a dotted ``path``; a numeric part indexes a tuple."""
+    for part in path.split("."):
+        config = config[int(part)] if part.isdigit() else getattr(config, part)
+    return config
+
+
+def _check_positive(config: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+def default_output_dir(env: str | tuple[str, ...], suffix: str) -> str:
+    """``runs/<env name>-<suffix>`` (a mixture joins its env names with ``+``).
+
+    Example:
+        >>> default_output_dir(("textgym/Sudoku-v0", "textgym/Code-v0"), "jax")
+        'runs/sudoku-v0+code-v0-jax'
+    """
+    envs = (env,) if isinstance(env, str) else env
+    return "runs/" + "+".join(e.split("/")[-1].lower() for e in envs) + f"-{suffix}"

@@ -10,15 +10,15 @@ token negative log-likelihood. Both backends' ``Learner.train_step`` therefore d
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from textgym.algos import models, recipes, runtime
+from textgym.algos import models, runtime
 from textgym.algos.config import SFTConfig
+from textgym.algos.fields import to_json
 from textgym.algos.grpo import Batch, GRPOConfig, SeedTree, pack
 from textgym.algos.metrics import MetricsLog, progress_bar
 from textgym.rollout import Rollout
@@ -87,10 +87,9 @@ def nll(policy: Any, batch: Batch) -> float:
 def sft(config: SFTConfig) -> Path:
     """Run the warm start; return the HF directory of the result (``output_dir/final``).
 
-    ``None`` fields of ``config`` are filled from the tiny recipe. A run whose ``final/`` already
-    exists is not repeated (so a resumed ``textgym train`` skips it).
+    A run whose ``final/`` already exists is not repeated (so a resumed ``textgym train`` skips it).
     """
-    config = recipes.resolve_sft(config)
+    config = config.resolved()
     runtime.quiet_transformers()
     out = Path(config.output_dir)
     final = out / "final"
@@ -128,5 +127,5 @@ def sft(config: SFTConfig) -> Path:
             log.write(record | {k: v for k, v in metrics.items() if k.startswith("stats/")})
             bar.update(advance=1)
     learner.export(final)
-    (out / "sft_config.json").write_text(json.dumps(vars(config), indent=2, default=str) + "\n", encoding="utf-8")
+    (out / "sft_config.json").write_text(to_json(config), encoding="utf-8")
     return final

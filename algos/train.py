@@ -36,6 +36,7 @@ import numpy as np
 
 from textgym.algos import flags, models, recipes, runtime
 from textgym.algos.config import SFTConfig, TrainConfig
+from textgym.algos.fields import to_json
 from textgym.algos.grpo import GRPOConfig, SeedTree, drop_zero_std_groups, pack
 from textgym.algos.grpo.seeds import eval_seeds
 from textgym.algos.metrics import MetricsLog, progress_bar
@@ -54,11 +55,11 @@ def train(config: TrainConfig) -> dict[str, Any]:
         ``{"steps", "before", "after", "output_dir", "final", "minutes"}`` where ``before`` and
         ``after`` are the held-out evaluations of the model GRPO started from and of the final one.
     """
-    config = recipes.resolve_train(config)
+    config = config.resolved()
     runtime.quiet_transformers()
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2) + "\n", encoding="utf-8")
+    (out / "config.json").write_text(to_json(config), encoding="utf-8")
     started = time.perf_counter()
 
     start_model = sft_warm_start(config) if config.sft_steps else models.resolve(config.model, out, seed=config.seed, progress=config.progress)
@@ -322,43 +323,56 @@ def _summary(config: TrainConfig, out: Path, records: list[dict[str, Any]], step
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``textgym train``: every ``TrainConfig`` field, and every ``GRPOConfig`` field but ``seed``."""
-    flags.add_fields(parser, TrainConfig, skip=("grpo",), required=("env",), repeat=("env",), see=SFTConfig)
+    """Options of ``textgym train``: every ``TrainConfig`` field, every ``GRPOConfig`` field but ``seed``,
+    and ``--print-config``."""
+    flags.add_fields(parser, TrainConfig, skip=("grpo",), repeat=("env",))
     group = parser.add_argument_group("GRPO (textgym.algos.grpo.GRPOConfig; unset: the preset's value, else the default)")
     flags.add_fields(group, GRPOConfig, skip=("seed",))  # --seed seeds the whole run
+    _add_print_config(parser)
 
 
 def run_train(args: argparse.Namespace) -> int:
     """``textgym train``: build the config from ``args``, train, print the before/after summary."""
     config = train_config_from_args(args)
+    if args.print_config:
+        print(to_json(config), end="")
+        return 0
     summary = train(config)
     _print_summary(summary)
     return 0
 
 
 def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """The ``TrainConfig`` of a command line; GRPO flags go on top of the preset's GRPO settings."""
+    """The resolved ``TrainConfig`` of a command line (see :func:`textgym.algos.recipes.train_config`)."""
     run = flags.given(args, TrainConfig, skip=("grpo",))
-    run["env"] = run["env"][0] if len(run["env"]) == 1 else tuple(run["env"])
-    config = TrainConfig(**run)
-    overrides = flags.given(args, GRPOConfig, skip=("seed",))
-    if overrides:
-        config = config.replace(grpo=recipes.grpo_config(config.env, config.model, config.preset, **overrides))
-    return config
+    if "env" in run:
+        run["env"] = run["env"][0] if len(run["env"]) == 1 else tuple(run["env"])
+    return recipes.train_config(run, flags.given(args, GRPOConfig, skip=("seed",)))
 
 
 def add_sft_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``textgym sft``: every ``SFTConfig`` field."""
-    flags.add_fields(parser, SFTConfig, required=("env",))
+    """Options of ``textgym sft``: every ``SFTConfig`` field, and ``--print-config``."""
+    flags.add_fields(parser, SFTConfig)
+    _add_print_config(parser)
 
 
 def run_sft(args: argparse.Namespace) -> int:
     """``textgym sft``: warm-start a model on oracle demonstrations; print where it was written."""
     from textgym.algos.sft import sft
 
-    final = sft(SFTConfig(**flags.given(args, SFTConfig)))
+    config = recipes.sft_config(flags.given(args, SFTConfig))
+    if args.print_config:
+        print(to_json(config), end="")
+        return 0
+    final = sft(config)
     print(f"SFT model written to {final}")
     return 0
+
+
+def _add_print_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the run's resolved configuration as JSON and exit without running it")
+    parser.epilog = f"presets (--preset NAME, alone or with other flags on top): {', '.join(recipes.PRESETS)}"
 
 
 def _print_summary(summary: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 
+from textgym.arguments import json_object, make_env, seed_int
 from textgym.error import TextGymError
 
 # (command, module, add-arguments function, run function, help) for commands that live in
@@ -156,42 +157,6 @@ def cmd_play(env_id: str, seed: int | None, env_kwargs: dict, read: Callable[[st
             obs, info = env.reset()
             print("\nnew task:\n" + env.render())
             shown = len(obs)
-
-
-def make_env(env_id: str, **kwargs):
-    """``gym.make`` with a one-line error for an unknown id."""
-    import gymnasium as gym
-
-
-    if env_id not in gym.registry:
-        known = ", ".join(e for e in gym.registry if e.startswith("textgym/"))
-        raise TextGymError(f"unknown environment id {env_id!r}; known ids: {known}")
-    try:
-        return gym.make(env_id, **kwargs)
-    except TypeError as exc:  # an unknown or mistyped keyword argument
-        raise TextGymError(f"cannot make {env_id}: {exc}") from None
-
-
-def json_object(text: str) -> dict:
-    """argparse type for a JSON object argument (``--env-kwargs '{"size": 4}'``)."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc.msg}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("expected a JSON object")
-    return value
-
-
-def seed_int(text: str) -> int:
-    """argparse type for a seed: numpy's generators take only integers >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"a seed must be an integer >= 0, got {value}")
-    return value
 
 
 def _import(module: str):

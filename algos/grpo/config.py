@@ -7,23 +7,26 @@ packer read them without re-checking.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Literal, get_args, get_type_hints
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from textgym.algos.fields import check_choices, documented, option
 
 LossAggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "constant"]
 AdvantageScaling = Literal["group", "batch", "none"]
 LRSchedule = Literal["constant", "linear", "cosine"]
 ComputeDType = Literal["float32", "bfloat16"]
+PolicyLoss = Literal["clip", "gspo", "cispo"]
+RolloutCorrection = Literal["none", "tis", "mis"]
 
 
 def check_dtype(name: str, value: str) -> None:
     """Raise ``ValueError`` unless ``value`` is a :data:`ComputeDType` (the policies' dtype arguments)."""
     if value not in get_args(ComputeDType):
         raise ValueError(f"{name} must be 'float32' or 'bfloat16', got {value!r}")
-PolicyLoss = Literal["clip", "gspo", "cispo"]
-RolloutCorrection = Literal["none", "tis", "mis"]
 
 
+@documented
 @dataclass(frozen=True, kw_only=True)
 class GRPOConfig:
     """Group Relative Policy Optimisation, with the fixes the literature found since.
@@ -39,122 +42,176 @@ class GRPOConfig:
     where the weights ``w`` implement ``loss_aggregation`` with counts taken over the whole batch
     (see :func:`textgym.algos.grpo.pack`). ``policy_loss`` swaps ``pg`` for GSPO's or CISPO's and
     ``rollout_correction`` multiplies it by importance weights between sampler and learner (see
-    :func:`textgym.algos.grpo.grpo_loss`).
-
-    Attributes:
-        group_size: Completions sampled per prompt; rollouts without a ``group`` id are grouped
-            in consecutive chunks of this size.
-        clip_eps_low: Lower clip range, ``ratio >= 1 - clip_eps_low`` for negative advantages.
-        clip_eps_high: Upper clip range; DAPO (Yu et al., 2025) uses 0.28 > 0.2 to keep entropy.
-        kl_beta: Weight of the k3 KL to the frozen reference policy; 0 disables the reference
-            forward pass entirely.
-        loss_aggregation: How token losses become one number. ``token-mean``: divide by all policy
-            tokens in the batch (DAPO). ``seq-mean-token-mean``: mean per sequence, then mean over
-            sequences (original GRPO; favours short answers). ``seq-mean-token-sum``: sum per
-            sequence, mean over sequences. ``constant``: sum over everything divided by
-            ``num_sequences * loss_constant`` (Dr. GRPO, Liu et al., 2025: no length bias).
-        loss_constant: The Dr. GRPO normaliser per sequence; ``None`` means ``max_length``.
-        advantage_scaling: ``group``: ``(r - mean_g) / (std_g + eps)`` (GRPO). ``batch``: divide
-            by the batch's reward std instead (robust when a group's rewards are all equal).
-            ``none``: ``r - mean_g`` only (Dr. GRPO).
-        advantage_eps: Added to the std before dividing.
-        num_iterations: Policy updates per batch (GRPO's mu). Ratios use the sampler's logprobs
-            as ``old_logp`` (the learner's own with ``rollout_correction``); with ``mu > 1`` they
-            make the clipping bite.
-        policy_loss: ``clip``: PPO's clipped token ratio (GRPO, DAPO). ``gspo``: one ratio per
-            sequence, ``exp(mean_t(logp - old_logp))``, clipped (GSPO, Zheng et al., 2025; the
-            paper's weighting is ``loss_aggregation="seq-mean-token-mean"`` and clip ranges of
-            ~3e-4). ``cispo``: REINFORCE on ``logp`` weighted by the clipped, stop-gradient token
-            ratio, so clipped tokens keep their gradient (CISPO, MiniMax-M1, 2025).
-        rollout_correction: Correct for the sampler and the learner disagreeing on the same
-            weights (kernels, dtypes): ``old_logp`` becomes the learner's recomputed logprobs and
-            the policy term is weighted per token by ``w = p_learner / p_sampler``, truncated at
-            ``rollout_correction_cap`` (``tis``) or zeroed above it (``mis``) (Yao et al., 2025).
-            ``none`` trusts the sampler's logprobs.
-        rollout_correction_cap: The cap ``C`` of ``tis`` and ``mis``.
-        filter_zero_std_groups: Drop groups whose rewards are all equal before the update (DAPO's
-            dynamic sampling): their advantages are 0, so they only dilute the token mean.
-        soft_overlong_buffer: DAPO's soft overlong punishment: a turn of ``L`` generated tokens
-            gets ``(max_new_tokens - N - L) / N`` added to its episode's reward when it is within
-            the last ``N`` tokens before ``max_new_tokens`` (-1 at the limit); the longest turn
-            counts. 0 disables it.
-        mask_truncated: Drop truncated episodes from the loss (DAPO's overlong filtering): their
-            reward says nothing about the answer. They still count in the group statistics.
-        lr: Peak learning rate of AdamW.
-        lr_schedule: ``constant``, or ``linear`` / ``cosine`` decay to 0 at ``total_steps``.
-        warmup_steps: Linear warm-up from 0 to ``lr``.
-        total_steps: Optimiser steps of the run (the decay horizon); ``None``: ``textgym train``
-            derives it as ``steps * num_iterations``, a bare learner decays over 1000 steps.
-        weight_decay: AdamW's decoupled weight decay.
-        adam_beta1: AdamW's first-moment decay.
-        adam_beta2: AdamW's second-moment decay.
-        adam_eps: AdamW's epsilon.
-        max_grad_norm: Global gradient-norm clip; ``0`` disables it.
-        micro_batch_size: Sequences per forward/backward; gradients accumulate over the batch.
-        max_length: Longest packed sequence (prompt and all turns); longer ones are cut.
-        max_new_tokens: Most tokens the sampler generates in one assistant turn.
-        temperature: Sampling temperature; the learner divides logits by it too, so that the
-            trained distribution is the one that was sampled.
-        top_p: Nucleus sampling threshold of the sampler.
-        compute_dtype: Activations' dtype in the learner (parameters and optimiser state stay
-            float32).
-        sampler_dtype: The dtype the sampler computes rollouts in; ``bfloat16`` samples from a
-            bf16 cast of the weights (several times the float32 matmul rate on CPUs with AMX or
-            AVX512-BF16, and half the weight traffic per decode step), its logprobs then differ
-            from float32 ones by bf16 rounding (docs/benchmarks.md states by how much), which
-            ``rollout_correction`` can account for. Apart from ``compute_dtype``: the learner's
-            gradients can stay float32 while sampling runs in bf16.
-        trainable_layers: Train only the top this many decoder layers, the final norm and an
-            untied output head; the embedding (and so a head tied to it) and the lower layers
-            stay frozen, so the backward pass stops at the lowest trained layer and the optimiser
-            holds state for the trained weights only (see :func:`~textgym.algos.grpo.learner.is_trainable`).
-            ``None``: every parameter trains.
-        seed: Root of the run's seed tree (:class:`~textgym.algos.grpo.SeedTree`): training
-            tasks and sampling; ``textgym train`` sets it from ``--seed``.
+    :func:`textgym.algos.grpo.grpo_loss`). Each field's meaning is its ``doc`` (listed below, in
+    ``textgym train --help`` and in docs/trainers.md).
     """
 
-    group_size: int = 8
-    clip_eps_low: float = 0.2
-    clip_eps_high: float = 0.2
-    kl_beta: float = 0.0
-    loss_aggregation: LossAggregation = "token-mean"
-    loss_constant: int | None = None
-    advantage_scaling: AdvantageScaling = "group"
-    advantage_eps: float = 1e-6
-    num_iterations: int = 1
-    policy_loss: PolicyLoss = "clip"
-    rollout_correction: RolloutCorrection = "none"
-    rollout_correction_cap: float = 2.0
-    filter_zero_std_groups: bool = False
-    soft_overlong_buffer: int = 0
-    mask_truncated: bool = False
-    lr: float = 1e-6
-    lr_schedule: LRSchedule = "constant"
-    warmup_steps: int = 0
-    total_steps: int | None = None
-    weight_decay: float = 0.0
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_eps: float = 1e-8
-    max_grad_norm: float = 1.0
-    micro_batch_size: int = 8
-    max_length: int = 1024
-    max_new_tokens: int = 256
-    temperature: float = 1.0
-    top_p: float = 1.0
-    compute_dtype: ComputeDType = "float32"
-    sampler_dtype: ComputeDType = "float32"
-    trainable_layers: int | None = None
-    seed: int = 0
+    group_size: int = option(
+        8,
+        "Completions sampled per prompt; rollouts without a ``group`` id are grouped in consecutive "
+        "chunks of this size.",
+    )
+    clip_eps_low: float = option(
+        0.2,
+        "Lower clip range, ``ratio >= 1 - clip_eps_low`` for negative advantages.",
+    )
+    clip_eps_high: float = option(
+        0.2,
+        "Upper clip range; DAPO (Yu et al., 2025) uses 0.28 > 0.2 to keep entropy.",
+    )
+    kl_beta: float = option(
+        0.0,
+        "Weight of the k3 KL to the frozen reference policy; 0 disables the reference forward pass "
+        "entirely.",
+    )
+    loss_aggregation: LossAggregation = option(
+        "token-mean",
+        "How token losses become one number. ``token-mean``: divide by all policy tokens in the batch"
+        " (DAPO). ``seq-mean-token-mean``: mean per sequence, then mean over sequences (original "
+        "GRPO; favours short answers). ``seq-mean-token-sum``: sum per sequence, mean over sequences."
+        " ``constant``: sum over everything divided by ``num_sequences * loss_constant`` (Dr. GRPO, "
+        "Liu et al., 2025: no length bias).",
+    )
+    loss_constant: int | None = option(
+        None,
+        "The Dr. GRPO normaliser per sequence; ``None`` means ``max_length``.",
+    )
+    advantage_scaling: AdvantageScaling = option(
+        "group",
+        "``group``: ``(r - mean_g) / (std_g + eps)`` (GRPO). ``batch``: divide by the batch's reward "
+        "std instead (robust when a group's rewards are all equal). ``none``: ``r - mean_g`` only "
+        "(Dr. GRPO).",
+    )
+    advantage_eps: float = option(
+        1e-6,
+        "Added to the std before dividing.",
+    )
+    num_iterations: int = option(
+        1,
+        "Policy updates per batch (GRPO's mu). Ratios use the sampler's logprobs as ``old_logp`` (the"
+        " learner's own with ``rollout_correction``); with ``mu > 1`` they make the clipping bite.",
+    )
+    policy_loss: PolicyLoss = option(
+        "clip",
+        "``clip``: PPO's clipped token ratio (GRPO, DAPO). ``gspo``: one ratio per sequence, "
+        "``exp(mean_t(logp - old_logp))``, clipped (GSPO, Zheng et al., 2025; the paper's weighting "
+        "is ``loss_aggregation=\"seq-mean-token-mean\"`` and clip ranges of ~3e-4). ``cispo``: "
+        "REINFORCE on ``logp`` weighted by the clipped, stop-gradient token ratio, so clipped tokens "
+        "keep their gradient (CISPO, MiniMax-M1, 2025).",
+    )
+    rollout_correction: RolloutCorrection = option(
+        "none",
+        "Correct for the sampler and the learner disagreeing on the same weights (kernels, dtypes): "
+        "``old_logp`` becomes the learner's recomputed logprobs and the policy term is weighted per "
+        "token by ``w = p_learner / p_sampler``, truncated at ``rollout_correction_cap`` (``tis``) or"
+        " zeroed above it (``mis``) (Yao et al., 2025). ``none`` trusts the sampler's logprobs.",
+    )
+    rollout_correction_cap: float = option(
+        2.0,
+        "The cap ``C`` of ``tis`` and ``mis``.",
+    )
+    filter_zero_std_groups: bool = option(
+        False,
+        "Drop groups whose rewards are all equal before the update (DAPO's dynamic sampling): their "
+        "advantages are 0, so they only dilute the token mean.",
+    )
+    soft_overlong_buffer: int = option(
+        0,
+        "DAPO's soft overlong punishment: a turn of ``L`` generated tokens gets ``(max_new_tokens - N"
+        " - L) / N`` added to its episode's reward when it is within the last ``N`` tokens before "
+        "``max_new_tokens`` (-1 at the limit); the longest turn counts. 0 disables it.",
+    )
+    mask_truncated: bool = option(
+        False,
+        "Drop truncated episodes from the loss (DAPO's overlong filtering): their reward says nothing"
+        " about the answer. They still count in the group statistics.",
+    )
+    lr: float = option(
+        1e-6,
+        "Peak learning rate of AdamW.",
+    )
+    lr_schedule: LRSchedule = option(
+        "constant",
+        "``constant``, or ``linear`` / ``cosine`` decay to 0 at ``total_steps``.",
+    )
+    warmup_steps: int = option(
+        0,
+        "Linear warm-up from 0 to ``lr``.",
+    )
+    total_steps: int | None = option(
+        None,
+        "Optimiser steps of the run (the decay horizon); ``None``: ``textgym train`` derives it as "
+        "``steps * num_iterations``, a bare learner decays over 1000 steps.",
+    )
+    weight_decay: float = option(
+        0.0,
+        "AdamW's decoupled weight decay.",
+    )
+    adam_beta1: float = option(
+        0.9,
+        "AdamW's first-moment decay.",
+    )
+    adam_beta2: float = option(
+        0.999,
+        "AdamW's second-moment decay.",
+    )
+    adam_eps: float = option(
+        1e-8,
+        "AdamW's epsilon.",
+    )
+    max_grad_norm: float = option(
+        1.0,
+        "Global gradient-norm clip; ``0`` disables it.",
+    )
+    micro_batch_size: int = option(
+        8,
+        "Sequences per forward/backward; gradients accumulate over the batch.",
+    )
+    max_length: int = option(
+        1024,
+        "Longest packed sequence (prompt and all turns); longer ones are cut.",
+    )
+    max_new_tokens: int = option(
+        256,
+        "Most tokens the sampler generates in one assistant turn.",
+    )
+    temperature: float = option(
+        1.0,
+        "Sampling temperature; the learner divides logits by it too, so that the trained distribution"
+        " is the one that was sampled.",
+    )
+    top_p: float = option(
+        1.0,
+        "Nucleus sampling threshold of the sampler.",
+    )
+    compute_dtype: ComputeDType = option(
+        "float32",
+        "Activations' dtype in the learner (parameters and optimiser state stay float32).",
+    )
+    sampler_dtype: ComputeDType = option(
+        "float32",
+        "The dtype the sampler computes rollouts in; ``bfloat16`` samples from a bf16 cast of the "
+        "weights (several times the float32 matmul rate on CPUs with AMX or AVX512-BF16, and half the"
+        " weight traffic per decode step), its logprobs then differ from float32 ones by bf16 "
+        "rounding (docs/benchmarks.md, \"Samplers\", states by how much), which ``rollout_correction`` can account "
+        "for. Apart from ``compute_dtype``: the learner's gradients can stay float32 while sampling "
+        "runs in bf16.",
+    )
+    trainable_layers: int | None = option(
+        None,
+        "Train only the top this many decoder layers, the final norm and an untied output head; the "
+        "embedding (and so a head tied to it) and the lower layers stay frozen, so the backward pass "
+        "stops at the lowest trained layer and the optimiser holds state for the trained weights only"
+        " (see :func:`~textgym.algos.grpo.learner.is_trainable`). ``None``: every parameter trains.",
+    )
+    seed: int = option(
+        0,
+        "Root of the run's seed tree (:class:`~textgym.algos.grpo.SeedTree`): training tasks and "
+        "sampling; ``textgym train`` sets it from ``--seed``.",
+    )
 
     def __post_init__(self) -> None:
-        hints = get_type_hints(type(self))
-        for f in fields(self):
-            allowed = get_args(hints[f.name])
-            if allowed and all(isinstance(a, str) for a in allowed):
-                value = getattr(self, f.name)
-                if value not in allowed:
-                    raise ValueError(f"{f.name} must be one of {allowed}, got {value!r}")
+        check_choices(self)
         for name in ("group_size", "num_iterations", "micro_batch_size", "max_length", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

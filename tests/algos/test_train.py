@@ -224,7 +224,7 @@ def test_cli_arguments_build_the_config():
     assert cfg.backend == "jax" and cfg.steps == 7 and cfg.env_kwargs == {"size": 4}
     assert cfg.grpo.lr == 0.01 and cfg.grpo.group_size == 4 and cfg.grpo.loss_aggregation == "constant"
     assert cfg.grpo.mask_truncated is True
-    assert cfg.output_dir is None and recipes.resolve_train(cfg).output_dir == "runs/sudoku-v0-jax"
+    assert cfg.output_dir == "runs/sudoku-v0-jax"
     # Unset GRPO fields come from the tiny recipe for this env.
     assert cfg.grpo.max_new_tokens == 64 and cfg.grpo.num_iterations == 2
     sft_parser = argparse.ArgumentParser()
@@ -234,16 +234,17 @@ def test_cli_arguments_build_the_config():
 
     sft_cfg = SFTConfig(**flags.given(sft_args, SFTConfig))  # unset flags: the dataclass's defaults
     assert sft_cfg.steps == 5 and sft_cfg.backend == "torch" and sft_cfg.model == "tiny"
+    assert recipes.sft_config(flags.given(sft_args, SFTConfig)).steps == 5  # the preset's 1600 is overridden
 
 
 def test_the_warm_start_can_demonstrate_other_tasks_than_grpo_trains_on():
     parser = argparse.ArgumentParser()
     train_module.add_train_arguments(parser)
     args = parser.parse_args(["--env", ENV_ID, "--env-kwargs", '{"size": 4, "blanks": 4}', "--sft-env-kwargs", '{"size": 4, "blanks": 1}'])
-    cfg = recipes.resolve_train(train_module.train_config_from_args(args))
+    cfg = train_module.train_config_from_args(args)
     assert cfg.env_kwargs == {"size": 4, "blanks": 4}
     assert cfg.sft_config().env_kwargs == {"size": 4, "blanks": 1}
-    same = recipes.resolve_train(TrainConfig(env=ENV_ID, model="some/dir", env_kwargs={"size": 6}))
+    same = TrainConfig(env=ENV_ID, model="some/dir", env_kwargs={"size": 6})
     assert same.sft_config().env_kwargs == {"size": 6}  # default: the env GRPO trains on
 
 
@@ -304,11 +305,11 @@ def test_the_seed_moves_training_tasks_and_sampling_but_not_held_out_tasks(model
 
 
 def test_total_steps_is_derived_from_the_run():
-    derived = recipes.resolve_train(TrainConfig(env=ENV_ID, model="some/dir", steps=7, grpo=GRPOConfig(num_iterations=2)))
-    assert derived.grpo.total_steps == 14
-    kept = recipes.resolve_train(TrainConfig(env=ENV_ID, model="some/dir", steps=7, grpo=GRPOConfig(total_steps=50)))
+    derived = TrainConfig(env=ENV_ID, model="some/dir", steps=7, grpo=GRPOConfig(num_iterations=2)).resolved()
+    assert derived.grpo.total_steps == 14 and derived.resolved() == derived
+    kept = TrainConfig(env=ENV_ID, model="some/dir", steps=7, grpo=GRPOConfig(total_steps=50)).resolved()
     assert kept.grpo.total_steps == 50
-    assert recipes.resolve_train(TrainConfig(env=ENV_ID, model="some/dir", seed=3)).grpo.seed == 3
+    assert TrainConfig(env=ENV_ID, model="some/dir", seed=3).resolved().grpo.seed == 3
 
 
 def test_importing_the_training_loop_imports_no_framework():
@@ -317,15 +318,13 @@ def test_importing_the_training_loop_imports_no_framework():
     assert out.stdout.strip() == "[]"
 
 
-def test_help_documents_every_flag_from_the_config_docstrings():
-    from textgym.algos import flags
-
+def test_help_documents_every_flag_from_the_config_field_docs():
     parser = argparse.ArgumentParser()
     train_module.add_train_arguments(parser)
     actions = {a.dest: a for a in parser._actions if a.dest != "help"}
     import dataclasses as dc
 
-    wanted = {f.name for f in dc.fields(TrainConfig)} - {"grpo"} | {f.name for f in dc.fields(GRPOConfig)} - {"seed"}
+    wanted = {f.name for f in dc.fields(TrainConfig)} - {"grpo"} | {f.name for f in dc.fields(GRPOConfig)} - {"seed"} | {"print_config"}
     assert set(actions) == wanted
     for name, action in actions.items():
         assert action.help and "See " not in action.help, name  # a real description, never a pointer
@@ -333,7 +332,6 @@ def test_help_documents_every_flag_from_the_config_docstrings():
     # Today's flag names.
     for flag in ("--kl-beta", "--steps", "--stop-after", "--output-dir", "--no-plot", "--no-resume", "--top-p", "--mesh", "--env-weights"):
         assert flag in parser._option_string_actions, flag
-    assert flags.field_docs(GRPOConfig).keys() >= {f.name for f in dc.fields(GRPOConfig)}
 
 
 def test_presets_are_named_and_bad_flags_are_one_line_errors(capsys):
@@ -342,8 +340,8 @@ def test_presets_are_named_and_bad_flags_are_one_line_errors(capsys):
     parser = argparse.ArgumentParser()
     train_module.add_train_arguments(parser)
     args = parser.parse_args(["--env", ENV_ID, "--preset", "sudoku-tiny", "--model", "some/dir", "--lr", "0.5"])
-    cfg = recipes.resolve_train(train_module.train_config_from_args(args))
-    assert cfg.steps == recipes.PRESETS["sudoku-tiny"]["steps"] and cfg.grpo.lr == 0.5 and cfg.grpo.num_iterations == 2
+    cfg = train_module.train_config_from_args(args)
+    assert cfg.steps == recipes.PRESETS["sudoku-tiny"].steps and cfg.grpo.lr == 0.5 and cfg.grpo.num_iterations == 2
     assert main(["train", "--env", ENV_ID, "--preset", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("textgym train: error:") and "sudoku-tiny" in err and len(err.strip().splitlines()) == 1

@@ -10,26 +10,26 @@ import numpy as np
 import pytest
 
 from textgym.algos import recipes
-from textgym.algos.config import SFTConfig, TrainConfig
+from textgym.algos.config import SFTConfig
 
 ENV = "textgym/Sudoku-v0"
 PRESET = recipes.PRESETS["sudoku-smollm2"]
 
 
 def test_the_preset_is_picked_by_env_and_model_and_reaches_the_warm_start():
-    cfg = recipes.resolve_train(TrainConfig(env=ENV, model="smollm2-135m"))
+    cfg = recipes.train_config({"env": ENV, "model": "smollm2-135m"})
     assert cfg.env_kwargs == {"size": 4, "blanks": 1, "max_turns": 1}
     assert cfg.chat_template == "compact"  # "auto" takes the preset's template
-    layers = PRESET["grpo"]["trainable_layers"]
+    layers = PRESET.grpo.trainable_layers
     assert cfg.grpo.trainable_layers == layers and 0 < layers < 30  # SmolLM2-135M has 30
-    assert cfg.steps == PRESET["steps"] and cfg.sft_steps == PRESET["sft_steps"] and cfg.threads == 2
+    assert cfg.steps == PRESET.steps and cfg.sft_steps == PRESET.sft_steps and cfg.threads == 2
     assert cfg.grpo.total_steps == cfg.steps * cfg.grpo.num_iterations
-    warm = recipes.resolve_sft(cfg.sft_config())
-    assert warm.trainable_layers == layers and warm.chat_template == "compact" and warm.lr == PRESET["sft_lr"]
-    assert warm.oracle_kwargs == PRESET["oracle_kwargs"] and warm.env_kwargs == cfg.env_kwargs
+    warm = cfg.sft_config()
+    assert warm.trainable_layers == layers and warm.chat_template == "compact" and warm.lr == PRESET.sft_lr
+    assert warm.oracle_kwargs == PRESET.sft_oracle_kwargs and warm.env_kwargs == cfg.env_kwargs
     # A bare `textgym sft` with the model gets the same warm start.
-    alone = recipes.resolve_sft(SFTConfig(env=ENV, model="smollm2-135m"))
-    assert (alone.trainable_layers, alone.chat_template, alone.steps) == (layers, "compact", PRESET["sft_steps"])
+    alone = recipes.sft_config({"env": ENV, "model": "smollm2-135m"})
+    assert (alone.trainable_layers, alone.chat_template, alone.steps) == (layers, "compact", PRESET.sft_steps)
 
 
 def test_explicit_settings_win_over_the_preset():
@@ -38,11 +38,11 @@ def test_explicit_settings_win_over_the_preset():
     parser = argparse.ArgumentParser()
     train_module.add_train_arguments(parser)
     args = parser.parse_args(["--env", ENV, "--model", "smollm2-135m", "--trainable-layers", "3", "--chat-template", "model"])
-    cfg = recipes.resolve_train(train_module.train_config_from_args(args))
-    assert cfg.grpo.trainable_layers == 3 and cfg.chat_template == "model" and cfg.grpo.lr == PRESET["grpo"]["lr"]
+    cfg = train_module.train_config_from_args(args)
+    assert cfg.grpo.trainable_layers == 3 and cfg.chat_template == "model" and cfg.grpo.lr == PRESET.grpo.lr
     assert cfg.sft_config().trainable_layers == 3
     # The tiny model keeps its own preset (no freezing, its compact template by "auto").
-    tiny = recipes.resolve_train(TrainConfig(env=ENV, model="tiny"))
+    tiny = recipes.train_config({"env": ENV, "model": "tiny"})
     assert tiny.grpo.trainable_layers is None and tiny.chat_template == "auto"
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from textgym.cli import json_object, seed_int
+from textgym.arguments import json_object, seed_int
 from textgym.evaluate.plotting import plot
 from textgym.evaluate.reward_profile import PolicyReport, evaluate, task_categories
 from textgym.policies.base import Policy

@@ -10,7 +10,7 @@ from textgym.error import TextGymError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from textgym.cli import json_object
+    from textgym.arguments import json_object
 
     parser.add_argument("env_id", help="environment id, e.g. textgym/Sudoku-v0")
     parser.add_argument("--env-kwargs", type=json_object, default={}, help="JSON object of env keyword arguments")
@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from textgym.cli import make_env
+    from textgym.arguments import make_env
     from textgym.serve.app import WS_MAX_BYTES, EnvServer, create_app
 
     if not 0 <= args.port < 65536:

@@ -1,0 +1,145 @@
+"""One typed source of run configuration: presets are TrainConfigs applied in one place, flags and help
+come from the fields' docs, and the command line resolves today's presets to the values they always had."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from textgym.algos import flags, recipes
+from textgym.algos import train as train_module
+from textgym.algos.config import SFTConfig, TrainConfig
+from textgym.algos.fields import field_docs
+from textgym.algos.fields import plain as plain_text
+from textgym.algos.grpo import GRPOConfig
+from textgym.cli import main
+
+SUDOKU = "textgym/Sudoku-v0"
+# The resolved configs of these command lines, recorded before presets became TrainConfigs (the
+# `preset` label aside, which now names the preset a run started from). One deliberate change: a
+# standalone `textgym sft` that picks a preset now runs exactly the preset's warm start, whose
+# max_length and micro_batch_size come from the preset's GRPO settings (as in `textgym train`).
+PINNED = json.loads((Path(__file__).parent / "resolved_presets.json").read_text(encoding="utf-8"))
+
+
+def train_args(*argv: str) -> TrainConfig:
+    parser = argparse.ArgumentParser()
+    train_module.add_train_arguments(parser)
+    return train_module.train_config_from_args(parser.parse_args(list(argv)))
+
+
+def sft_args(*argv: str) -> SFTConfig:
+    parser = argparse.ArgumentParser()
+    train_module.add_sft_arguments(parser)
+    return recipes.sft_config(flags.given(parser.parse_args(list(argv)), SFTConfig))
+
+
+def plain(config) -> dict:
+    values = json.loads(json.dumps(dataclasses.asdict(config)))
+    values.pop("preset")
+    return values
+
+
+@pytest.mark.parametrize(("case", "config", "preset"), [
+    ("tiny", lambda: train_args("--env", SUDOKU), "sudoku-tiny"),
+    ("smollm2", lambda: train_args("--env", SUDOKU, "--model", "smollm2-135m"), "sudoku-smollm2"),
+    ("tiny_warm", lambda: train_args("--env", SUDOKU).sft_config(), "sudoku-tiny"),
+    ("smollm2_warm", lambda: train_args("--env", SUDOKU, "--model", "smollm2-135m").sft_config(), "sudoku-smollm2"),
+    ("sft_tiny", lambda: sft_args("--env", SUDOKU), "sudoku-tiny"),
+    ("generic", lambda: train_args("--env", "textgym/Workplace-v0", "--backend", "jax"), None),
+    ("sft_generic", lambda: sft_args("--env", "textgym/Workplace-v0"), None),
+])
+def test_todays_command_lines_resolve_to_the_values_they_always_had(case, config, preset):
+    resolved = config()
+    assert plain(resolved) == PINNED[case]
+    assert resolved.preset == preset
+
+
+def test_a_preset_alone_names_its_env_and_model_and_equals_the_implicit_choice():
+    assert train_args("--preset", "sudoku-smollm2") == train_args("--env", SUDOKU, "--model", "smollm2-135m")
+    assert train_args("--preset", "sudoku-tiny") == train_args("--env", SUDOKU)
+    assert sft_args("--preset", "sudoku-tiny") == sft_args("--env", SUDOKU)
+    # Flags go on top of the preset; the GRPO ones on top of its GRPO settings.
+    cfg = train_args("--preset", "sudoku-tiny", "--backend", "jax", "--lr", "0.5", "--steps", "7")
+    assert (cfg.backend, cfg.steps, cfg.output_dir, cfg.grpo.lr, cfg.grpo.num_iterations) == ("jax", 7, "runs/sudoku-v0-jax", 0.5, 2)
+    assert cfg.grpo.total_steps == 14 and cfg.sft_lr == recipes.SUDOKU_TINY.sft_lr
+
+
+def test_presets_are_valid_configs_that_name_themselves():
+    for name, preset in recipes.PRESETS.items():
+        assert isinstance(preset, TrainConfig) and preset.preset == name
+        assert recipes.preset_for(preset.env, preset.model) is preset
+        assert recipes.named(name).resolved().sft_config().preset == name
+    with pytest.raises(ValueError, match="sudoku-tiny"):
+        recipes.named("nope")
+
+
+def test_print_config_prints_the_resolved_run_and_runs_nothing(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "--preset", "sudoku-tiny", "--steps", "3", "--output-dir", str(out), "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["env"] == SUDOKU and printed["model"] == "tiny" and printed["steps"] == 3
+    assert printed["grpo"]["total_steps"] == 6 and printed["grpo"]["lr"] == recipes.SUDOKU_TINY.grpo.lr
+    assert not out.exists()
+    assert main(["sft", "--preset", "sudoku-smollm2", "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["output_dir"] == "runs/sudoku-v0-sft-torch" and printed["trainable_layers"] == 8
+
+
+def test_a_run_without_env_or_preset_is_a_one_line_error(capsys):
+    assert main(["train", "--steps", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("textgym train: error:") and "--preset" in err and len(err.strip().splitlines()) == 1
+    assert main(["train", "--preset", "nope"]) == 2
+    assert "sudoku-tiny" in capsys.readouterr().err
+
+
+def test_help_and_docstrings_come_from_the_field_docs():
+    parser = argparse.ArgumentParser()
+    train_module.add_train_arguments(parser)
+    actions = {a.dest: a for a in parser._actions}
+    for cls, skip in ((TrainConfig, {"grpo"}), (GRPOConfig, {"seed"})):
+        for name, doc in field_docs(cls).items():
+            assert doc, f"{cls.__name__}.{name} has no doc"
+            if name not in skip:
+                assert actions[name].help.startswith(plain_text(doc)), name
+            assert f"    {name}: " in cls.__doc__, name  # the Attributes section is generated from the same docs
+    text = subprocess.run([sys.executable, "-m", "textgym.cli", "train", "--help"], capture_output=True, text=True).stdout
+    assert "--print-config" in text and "sudoku-smollm2" in text and "--kl-beta" in text
+
+
+def test_tuple_flags_parse_their_element_type():
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Knobs:
+        layers: tuple[int, ...] = (1, 2)
+        names: tuple[str, ...] | None = None
+
+    parser = argparse.ArgumentParser()
+    flags.add_fields(parser, Knobs)
+    args = parser.parse_args(["--layers", "3,4", "--names", "a,b"])
+    assert args.layers == (3, 4) and args.names == ("a", "b")
+    assert train_args("--env", "a/X-v0", "--env", "a/Y-v0", "--env-weights", "1,3").env_weights == (1.0, 3.0)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--layers", "1.5"])
+
+
+def test_choice_fields_are_validated_once_on_the_config():
+    with pytest.raises(ValueError, match="backend must be one of 'jax', 'torch'"):
+        TrainConfig(env=SUDOKU, backend="tf")
+    with pytest.raises(ValueError, match="chat_template"):
+        SFTConfig(env=SUDOKU, chat_template="nope")
+
+
+def test_the_docs_field_tables_are_generated_from_the_field_docs():
+    from textgym.algos.fields import config_classes, render_tables
+
+    page = Path(__file__).parents[2] / "docs" / "trainers.md"
+    text = page.read_text(encoding="utf-8")
+    assert text.count("<!-- fields: ") == 3
+    assert render_tables(text, config_classes()) == text, "run: python -m textgym.algos.fields docs/trainers.md"
