@@ -75,7 +75,7 @@ class EnvToolServer:
     def __init__(self, env_id: str, env_kwargs: Mapping[str, Any] | None = None, make_env: Callable | None = None):
         types = require("mcp.types", "mcp")
         if make_env is None:
-            from textgym.cli import make_env
+            from textgym.arguments import make_env
         self.env_id = env_id
         self._make = lambda: make_env(env_id, **dict(env_kwargs or {}))
         probe = self._make()
@@ -181,7 +181,7 @@ def _result(text: str, *, error: bool = False, outcome: dict[str, Any] | None = 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from textgym.cli import json_object
+    from textgym.arguments import json_object
 
     parser.add_argument("env_id", help="environment id, e.g. textgym/Workplace-v0")
     parser.add_argument("--env-kwargs", type=json_object, default={}, help="JSON object of env keyword arguments")
