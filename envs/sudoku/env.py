@@ -20,6 +20,7 @@ from textgym.tools import Tool, Toolset, to_json
 
 Difficulty = Literal["easy", "medium", "hard"]
 RewardMode = Literal["binary", "dense"]
+BoardStyle = Literal["drawn", "compact"]
 
 BLANKS: dict[int, dict[str, int]] = {
     4: {"easy": 6, "medium": 8, "hard": 10},
@@ -98,6 +99,9 @@ class SudokuEnv(TextEnv):
       every blank plus one spare turn per given.
     * ``tasks``, ``max_action_chars``, ``render_mode``: see :class:`~textgym.env.TextEnv`.
       ``render_mode="ansi"`` renders the board with a status line.
+    * ``board``: ``"drawn"`` (default, with box lines) or ``"compact"``: the board the agent is
+      shown as digits and ``.`` only, one row per line (19 characters at 4x4 instead of 97), for
+      small models whose cost is the context; the rules and verdicts are the same.
 
     Pinned tasks: ``reset(options={"task": {"puzzle": "<N*N chars, '.' or '0' for blanks>"}})``
     (size from the length; optional ``"solution"``) or a Task record dict; the same dicts work as
@@ -120,6 +124,7 @@ class SudokuEnv(TextEnv):
         tasks=None,
         max_action_chars: int = 32_768,
         render_mode: str | None = None,
+        board: BoardStyle = "drawn",
     ):
         if size not in BOX_SHAPES:
             raise ValueError(f"size must be one of {sorted(BOX_SHAPES)}, got {size!r}")
@@ -129,6 +134,9 @@ class SudokuEnv(TextEnv):
             raise ValueError(f"blanks for a {size}x{size} puzzle must be an int in 1..{MAX_BLANKS[size]}, got {blanks!r}")
         if reward not in ("binary", "dense"):
             raise ValueError(f"reward must be 'binary' or 'dense', got {reward!r}")
+        if board not in ("drawn", "compact"):
+            raise ValueError(f"board must be 'drawn' or 'compact', got {board!r}")
+        self._compact_board = board == "compact"
         self.size = size
         self.difficulty = difficulty
         self.blanks = BLANKS[size][difficulty] if blanks is None else blanks
@@ -187,8 +195,8 @@ class SudokuEnv(TextEnv):
         self.puzzle = puzzle
         self.solution = solution
         self.board = list(puzzle)
-        self._text = grid.format_board(puzzle, self._n)  # the board as drawn, kept in step with it
-        self._offsets = grid.cell_offsets(self._n)
+        self._text = grid.format_board(puzzle, self._n, self._compact_board)  # the board as shown, kept in step with it
+        self._offsets = grid.cell_offsets(self._n, self._compact_board)
         self._moves = _moves(self._n)
         self._masks = Masks(self._geo, self.board)
         self._blank_count = puzzle.count(0)
@@ -323,8 +331,10 @@ class SudokuEnv(TextEnv):
 
         ``noise=p`` makes a noisy demonstrator: each blank of the answer grid holds a random digit
         instead of the solution's with probability ``p`` (drawn from the puzzle, so a task always
-        gets the same answer). Warm starts on such answers learn the format and some solving,
-        and leave reinforcement learning something to improve on.
+        gets the same answer); with ``place``, each move's digit is such a guess (drawn from the
+        puzzle, the board and the turn, so a rejected guess is not simply repeated). Warm starts
+        on such answers learn the format and some solving, and leave reinforcement learning
+        something to improve on.
 
         The calls first correct wrong digits, then fill blanks, taking only cells whose solution
         digit is legal on the current board (so every call succeeds, in order). When no cell
@@ -344,7 +354,14 @@ class SudokuEnv(TextEnv):
             else:
                 board = grid.format_board(digits, n)
             return f"<answer>\n{board}\n</answer>"
-        return "".join(MOVE % (i // n + 1, i % n + 1, self.solution[i]) for i in cells)
+        digits = self._noisy_moves(cells, noise) if noise > 0 else [self.solution[i] for i in cells]
+        return "".join(MOVE % (i // n + 1, i % n + 1, d) for i, d in zip(cells, digits))
+
+    def _noisy_moves(self, cells: list[int], noise: float) -> list[int]:
+        """The solution's digits of ``cells``, each a random digit with probability ``noise``;
+        the generator is seeded by the puzzle, the board and the turn (a function of the state)."""
+        rng = np.random.default_rng([*self.puzzle, *self.board, self.turn])
+        return [self.solution[i] if rng.random() >= noise else int(rng.integers(1, self._n + 1)) for i in cells]
 
     def _noisy_solution(self, noise: float) -> list[int]:
         """The solution with each blank replaced by a random digit with probability ``noise``;
@@ -405,7 +422,7 @@ class SudokuEnv(TextEnv):
             self._correct = self._blank_count
             if self.board != self.solution:  # not so after moves, unless they solved a pinned puzzle another way
                 self.board = list(self.solution)
-                self._text = grid.format_board(self.solution, self._n)
+                self._text = grid.format_board(self.solution, self._n, self._compact_board)
                 self._masks = Masks(self._geo, self.board)
                 self._empty = 0
         reward = self._shaped(before) if self._dense else float(ok)

@@ -92,8 +92,9 @@ def _unit_number(size: int, kind: int, i: int) -> int:
     return (geo.row, geo.col, geo.box)[kind][i] + 1
 
 
-def format_board(cells: Sequence[int], size: int) -> str:
-    """The board as the agent sees it: box lines, digits and ``.`` for blanks.
+def format_board(cells: Sequence[int], size: int, compact: bool = False) -> str:
+    """The board as the agent sees it: box lines, digits and ``.`` for blanks (``compact``: the
+    digits and ``.`` only, one row per line, a fifth of the characters at 4x4).
 
     >>> print(format_board([1, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1], 4))
     +-----+-----+
@@ -104,11 +105,11 @@ def format_board(cells: Sequence[int], size: int) -> str:
     | . . | . 1 |
     +-----+-----+
     """
-    return board_format(size) % tuple(map(DIGIT_CHARS.__getitem__, cells))
+    return board_format(size, compact) % tuple(map(DIGIT_CHARS.__getitem__, cells))
 
 
 @cache
-def cell_offsets(size: int) -> tuple[int, ...]:
+def cell_offsets(size: int, compact: bool = False) -> tuple[int, ...]:
     """Where each cell's character stands in :func:`format_board`'s text, so that a move redraws
     the board by replacing one character instead of formatting every cell (issue 14).
 
@@ -116,14 +117,16 @@ def cell_offsets(size: int) -> tuple[int, ...]:
     >>> [text[k] for k in cell_offsets(4)] == ["."] * 16
     True
     """
-    template = board_format(size)
+    template = board_format(size, compact)
     starts = [k for k in range(len(template)) if template.startswith("%s", k)]
     return tuple(k - cell for cell, k in enumerate(starts))  # each earlier "%s" drew one character
 
 
 @cache
-def board_format(size: int) -> str:
+def board_format(size: int, compact: bool = False) -> str:
     """A ``%``-template with one ``%s`` per cell (the board drawn at reset)."""
+    if compact:
+        return "\n".join(["%s" * size] * size)
     br, bc = BOX_SHAPES[size]
     rule = "+" + "+".join(["-" * (2 * bc + 1)] * (size // bc)) + "+"
     row = "| " + " | ".join([" ".join(["%s"] * bc)] * (size // bc)) + " |"

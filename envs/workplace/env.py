@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from textgym.env import Outcome, TextEnv, tool_messages
+from textgym.envs.workplace.lookups import lookup_calls
 from textgym.envs.workplace.schema import system_prompt
 from textgym.envs.workplace.tasks import generate, ground_truth_calls, select_templates, task_from_dict
 from textgym.envs.workplace.tools import WorkplaceTools
@@ -212,14 +213,22 @@ class WorkplaceEnv(TextEnv):
             reason = f"the database failed during verification ({type(exc).__name__}: {exc})"
             return False, {"success": False, "reason": reason, "side_effect": False, "noop": False, "diff": {}, "env_error": reason}
 
-    def oracle_action(self) -> str | dict:
-        """All ground-truth calls in one turn, then a final message that ends the episode."""
+    def oracle_action(self, *, lookup: bool = False) -> str | dict:
+        """All ground-truth calls in one turn, then a final message that ends the episode.
+
+        ``lookup=True`` first looks up what the calls need, as an agent without the answer must:
+        on the first turn a task or customer search by the name the request gives for each id,
+        and a directory search for each colleague's address (by the part of their name the
+        request uses); then the ground-truth calls, then the final message. Ids and addresses
+        this cannot look up are left to the ground-truth turn.
+        """
         if self.task is None:
             raise ResetNeeded("call reset() before oracle_action()")
         if self._answer and not self._oracle_done and not self._done:
+            lookups = lookup_calls(self.world, self._answer, self.task.data["query"]) if lookup and self.turn == 0 else []
             calls = [
                 {"type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
-                for c in self._answer
+                for c in lookups or self._answer
             ]
             return {"role": "assistant", "content": "", "tool_calls": calls}
         return "Done: the request has been handled."

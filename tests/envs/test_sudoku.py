@@ -423,6 +423,51 @@ def test_noisy_oracle_keeps_givens_guesses_blanks_and_repeats_itself():
     assert 0.15 < sum(solved) / len(solved) < 0.35
 
 
+def test_compact_board_shows_digit_rows_and_plays_the_same_game():
+    drawn, compact = SudokuEnv(size=4, blanks=3), SudokuEnv(size=4, blanks=3, board="compact")
+    obs_d, _ = drawn.reset(seed=5)
+    obs_c, _ = compact.reset(seed=5)
+    assert obs_c[-1]["content"] == "Here is the puzzle:\n" + format_board(compact.puzzle, 4, compact=True)
+    assert format_board(compact.puzzle, 4, compact=True).replace("\n", "") == "".join(".1234"[d] for d in compact.puzzle)
+    done = False
+    while not done:  # the same moves, the same rewards and boards; only the drawing differs
+        move = drawn.oracle_action(place=1)
+        a, b = drawn.step(move), compact.step(move)
+        assert a[1:4] == b[1:4] and drawn.board == compact.board
+        assert format_board(compact.board, 4, compact=True) in b[0][-1]["content"]
+        done = a[2] or a[3]
+    assert b[1] == 1.0
+    with pytest.raises(ValueError, match="board must be"):
+        SudokuEnv(board="small")
+
+
+def test_noisy_move_oracle_guesses_digits_of_the_cells_it_would_fill():
+    env = SudokuEnv(size=4, blanks=3, max_turns=8)
+    right = wrong = 0
+    for seed in range(100):
+        env.reset(seed=seed)
+        clean = env.oracle_action(place=1)
+        assert env.oracle_action(place=1, noise=0.0) == clean
+        guess = env.oracle_action(place=1, noise=1.0)
+        assert guess == env.oracle_action(place=1, noise=1.0)  # a function of the state
+        assert guess[: guess.index('"digit"')] == clean[: clean.index('"digit"')]  # the same cell
+        right += guess == clean
+        wrong += guess != clean
+    # A random digit: right about a quarter of the time.
+    assert 0.12 < right / (right + wrong) < 0.4
+
+
+def test_noisy_move_oracle_still_solves_within_enough_turns():
+    env = SudokuEnv(size=4, blanks=3, max_turns=40)
+    for seed in range(20):
+        env.reset(seed=seed)
+        done, reward = False, 0.0
+        while not done:  # a rejected guess is not repeated forever: the turn reseeds it
+            _, reward, terminated, truncated, _ = env.step(env.oracle_action(place=1, noise=0.5))
+            done = terminated or truncated
+        assert reward == 1.0
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_oracle_scores_one_in_vector_envs_with_grouped_seeds(mode):
     venv = gym.make_vec("textgym/Sudoku-v0", num_envs=4, vectorization_mode=mode, size=4)
