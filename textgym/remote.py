@@ -7,7 +7,13 @@ with ``info["tools"]``). So vector envs, ``textgym.rollout.collect``, ``TokenObs
 ``textgym eval`` all run against a server.
 
 A lost connection raises :class:`~textgym.error.RemoteError` (never a silent reward 0); the
-episode is gone, and the next ``reset()`` reconnects and starts a new one. A reply is untrusted
+episode is gone, and the next ``reset()`` reconnects and starts a new one.
+
+Several servers (``urls=[...]``) fail over: each episode's session goes to the next live server
+(:class:`~textgym.servers.ServerPool`, round robin), and a server lost mid-episode ends that
+episode with ``info["end_reason"] == "env_error"`` (terminated, reward 0; trainers mask such
+episodes out of the loss and count them) instead of raising, so a run goes on with the other
+servers and takes the lost one back once it answers again. A reply is untrusted
 data: one that is not the protocol's shape, or larger than ``max_reply_bytes``, is a
 ``RemoteError`` too, and a connection given up on is closed, never left open.
 """
@@ -16,13 +22,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium as gym
 
 from textgym.error import InvalidAction, RemoteError, ResetNeeded, TextGymError, require
 from textgym.messages import FrozenDict, assistant, freeze, render, user
+from textgym.servers import ServerPool
 from textgym.spaces import AssistantTurn, Conversation
 
 TOKEN_VARIABLE = "TEXTGYM_SERVE_TOKEN"
@@ -35,7 +42,10 @@ class RemoteEnv(gym.Env):
 
     Args:
         url: The server: ``http://host:port``, ``ws://host:port`` or the full ``.../ws`` URL.
+        urls: Several servers of the same env instead of ``url``: sessions spread over them and
+            fail over (see the module's docstring).
         timeout: Seconds to wait for the connection and for each reply.
+        retry_after: With ``urls``, seconds a failed server is skipped before it is tried again.
         token: The server's shared token (``textgym serve --token``), sent as
             ``Authorization: Bearer <token>``; default: the ``TEXTGYM_SERVE_TOKEN`` environment
             variable, if set.
@@ -52,15 +62,18 @@ class RemoteEnv(gym.Env):
         >>> import gymnasium as gym, textgym  # doctest: +SKIP
         >>> env = gym.make("textgym/Remote-v0", url="http://127.0.0.1:8000")  # doctest: +SKIP
         >>> conversation, info = env.reset(seed=3)  # doctest: +SKIP
+        >>> env = gym.make("textgym/Remote-v0", urls=["http://10.0.0.1:8000", "http://10.0.0.2:8000"])  # doctest: +SKIP
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
 
     def __init__(
         self,
-        url: str,
+        url: str | None = None,
         *,
+        urls: Sequence[str] | None = None,
         timeout: float = 60.0,
+        retry_after: float = 2.0,
         token: str | None = None,
         max_reply_bytes: int = MAX_REPLY_BYTES,
         render_mode: str | None = None,
@@ -68,9 +81,18 @@ class RemoteEnv(gym.Env):
     ):
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        if not isinstance(url, str) or "://" not in url:
-            raise ValueError(f"url must be like http://host:port or ws://host:port/ws, got {url!r}")
-        self.url = _ws_url(url)
+        if (url is None) == (urls is None):
+            raise ValueError("pass url= (one server) or urls= (several, which fail over), not both or neither")
+        if urls is not None and (isinstance(urls, str) or not urls):
+            raise ValueError(f"urls must be a non-empty list of server URLs, got {urls!r}")
+        given = [url] if urls is None else list(urls)
+        for one in given:
+            if not isinstance(one, str) or "://" not in one:
+                raise ValueError(f"url must be like http://host:port or ws://host:port/ws, got {one!r}")
+        self.urls = [_ws_url(one) for one in given]
+        self.url = self.urls[0]  # the server of the current session
+        self._pool = None if urls is None else ServerPool.shared(self.urls, retry_after)
+        self._task_id: Any = None
         self.timeout = float(timeout)
         token = os.environ.get(TOKEN_VARIABLE) or None if token is None else token
         if token is not None and (not isinstance(token, str) or not token.isprintable() or not token):
@@ -95,17 +117,8 @@ class RemoteEnv(gym.Env):
             data["seed"] = int(seed)
         if options is not None:
             data["options"] = options
-        if self._ws is None:
-            self._connect()
-        try:
-            reply = self._exchange({"type": "reset", "data": data})
-        except _Malformed:
-            raise
-        except RemoteError as exc:
-            if exc.code not in (None, "SESSION_ERROR"):
-                raise
-            self._connect()  # the server closed an idle session, or restarted: one fresh try
-            reply = self._exchange({"type": "reset", "data": data})
+        frame = {"type": "reset", "data": data}
+        reply = self._reset_on_one(frame) if self._pool is None else self._reset_on_some(frame)
         obs = self._field(reply, "observation", dict, {})
         if "messages" in obs:
             self.conversation = self._messages(obs["messages"])
@@ -114,7 +127,44 @@ class RemoteEnv(gym.Env):
         info = dict(self._field(obs, "info", dict, {}))
         info["tools"] = list(self._field(obs, "tools", list, []))
         self._done = False
+        self._task_id = info.get("task_id")
         return self.conversation, info
+
+    def _reset_on_one(self, frame: dict[str, Any]) -> dict[str, Any]:
+        if self._ws is None:
+            self._connect()
+        try:
+            return self._exchange(frame)
+        except _Malformed:
+            raise
+        except RemoteError as exc:
+            if exc.code not in (None, "SESSION_ERROR"):
+                raise
+            self._connect()  # the server closed an idle session, or restarted: one fresh try
+            return self._exchange(frame)
+
+    def _reset_on_some(self, frame: dict[str, Any]) -> dict[str, Any]:
+        """Start the episode on the next live server; one that fails is marked down and the next tried."""
+        failures = []
+        for url in self._pool.candidates():
+            try:
+                if self._ws is None or url != self.url:
+                    self.url = url
+                    self._connect()
+                reply = self._exchange(frame)
+            except _Malformed:
+                raise
+            except RemoteError as exc:
+                if exc.code not in (None, "SESSION_ERROR", "CAPACITY_REACHED"):
+                    raise
+                if exc.code is None:  # unreachable or lost: not just busy
+                    self._pool.mark_down(url)
+                self._drop()
+                failures.append(str(exc))
+                continue
+            self._pool.mark_up(url)
+            return reply
+        raise RemoteError(f"none of the {len(self.urls)} env servers started the episode: {'; '.join(failures)}")
 
     def step(self, action: Any):
         if self._done:
@@ -130,7 +180,10 @@ class RemoteEnv(gym.Env):
         except RemoteError as exc:
             if exc.code is None:
                 self._done = True
-            raise
+            if self._pool is None or exc.code is not None or isinstance(exc, _Malformed):
+                raise
+            self._pool.mark_down(self.url)
+            return self._lost(data, exc)
         obs = self._field(reply, "observation", dict, {})
         done = self._field(reply, "done", bool, False)
         terminated = self._field(obs, "terminated", bool, done)
@@ -142,6 +195,15 @@ class RemoteEnv(gym.Env):
         self.conversation = self._grow(obs, data)
         self._done = terminated or truncated or done
         return self.conversation, float(reward), terminated, truncated, info
+
+    def _lost(self, action: Mapping[str, Any], exc: RemoteError) -> tuple:
+        """The step that ends an episode whose server was lost: ``env_error``, never a score."""
+        why = f"the env server {self.url} was lost mid-episode ({str(exc).split(' (', 1)[-1].split(');', 1)[0]})"
+        self._done = True
+        sent = assistant(action.get("content") or "", action.get("tool_calls"))
+        self.conversation = self.conversation + (sent, user(f"[{why}; this episode is not scored]"))
+        info = {"end_reason": "env_error", "error": why, "success": False, "task_id": self._task_id}
+        return self.conversation, 0.0, True, False, info
 
     def oracle_action(self):
         """Not available: the oracle reads the env's hidden state, which no server sends."""
@@ -272,3 +334,25 @@ def _ws_url(url: str) -> str:
     scheme = {"http": "ws", "https": "wss"}.get(scheme, scheme)
     rest = rest.rstrip("/")
     return f"{scheme}://{rest}" if rest.endswith("/ws") else f"{scheme}://{rest}/ws"
+
+
+def check_servers(urls: Sequence[str], *, timeout: float = 10.0, token: str | None = None) -> None:
+    """Open and close a session on every server; raise one error naming those that do not answer.
+
+    A run started with a dead server in its list most likely has a typo or a server that never
+    came up, so it stops at once (a server lost later fails over instead).
+
+    Raises:
+        RemoteError: One or more servers cannot be reached.
+    """
+    dead = []
+    for url in urls:
+        env = RemoteEnv(url, timeout=timeout, token=token)
+        try:
+            env._connect()
+        except RemoteError as exc:
+            dead.append(str(exc).removeprefix("cannot connect to "))
+        finally:
+            env.close()
+    if dead:
+        raise RemoteError(f"env server{'s' if len(dead) > 1 else ''} not reachable: {'; '.join(dead)}")

@@ -15,7 +15,7 @@ from textgym.policies import OraclePolicy
 from textgym.rollout import collect
 
 ray = pytest.importorskip("ray")
-from textgym.wrappers.ray_vector import RayVectorEnv  # noqa: E402 - after the importorskip
+from textgym.wrappers.ray_vector import RayVectorEnv
 
 # The cluster tests are slow: two Ray nodes start in 20-45 s on 2 shared cores.
 

@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="SPEC",
         help="oracle, random, openai:<model>@<base_url> or model:<dir|file.gguf|preset>; repeat to compare "
-        "(default: oracle and random)",
+        "(default: oracle and random; random alone with --env-url)",
     )
     parser.add_argument("--episodes", type=int, default=20, help="tasks (seeds) per policy")
     parser.add_argument("--seed", type=seed_int, default=0, help="first seed (>= 0); tasks use seed, seed+1, ...")
@@ -68,6 +68,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-envs", type=int, default=8, help="sub-envs of the vector env")
     parser.add_argument("--vectorization-mode", choices=("sync", "async"), default="sync")
     parser.add_argument("--env-kwargs", type=json_object, default={}, help="JSON object of env keyword arguments")
+    parser.add_argument(
+        "--env-url",
+        action="append",
+        default=None,
+        metavar="URL",
+        help="play the env on a 'textgym serve' server instead of in-process; repeat for several, "
+        "which share the sessions and fail over",
+    )
     parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar plot of the profile")
     parser.add_argument("--out", default=None, metavar="JSONL", help="write every rollout, with its policy")
     openai = parser.add_argument_group("openai policies")
@@ -86,6 +94,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``textgym eval``; bad arguments print one line and raise ``SystemExit(2)``."""
     specs = _validate(args)
+    if args.env_url:
+        from textgym.remote import check_servers
+
+        check_servers(args.env_url)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from textgym.tables import console as make_console
@@ -131,10 +143,14 @@ def _validate(args: argparse.Namespace) -> list[PolicySpec]:
         for flag, value in (("--episodes", args.episodes), ("--k", args.k), ("--num-envs", args.num_envs), ("--max-tokens", args.max_tokens or 1), ("--threads", args.threads or 1)):
             if value < 1:
                 raise ValueError(f"{flag} must be >= 1, got {value}")
-        specs = [PolicySpec.parse(p) for p in (args.policy or ["oracle", "random"])]
+        specs = [PolicySpec.parse(p) for p in (args.policy or (["random"] if args.env_url else ["oracle", "random"]))]
         names = [s.name for s in specs]
         if len(set(names)) != len(names):
             raise ValueError(f"each --policy may appear once, got {', '.join(names)}")
+        if args.env_url and args.env_kwargs:
+            raise ValueError("--env-kwargs makes in-process envs; a served env is built by its server (textgym serve --env-kwargs)")
+        if args.env_url and any(s.kind == "oracle" for s in specs):
+            raise ValueError("the oracle reads an env's hidden state, which no server sends: drop --policy oracle or --env-url")
         for flag, path in (("--plot", args.plot), ("--out", args.out)):
             if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
                 raise ValueError(f"{flag}: the folder of {path!r} does not exist")
@@ -144,15 +160,25 @@ def _validate(args: argparse.Namespace) -> list[PolicySpec]:
     return specs
 
 
+def _env_source(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The id and keyword arguments the sub-envs are made with: the env itself, or a client of its servers."""
+    if args.env_url:
+        from textgym.registration import REMOTE_ID
+
+        return REMOTE_ID, {"urls": list(args.env_url)}
+    return args.env_id, args.env_kwargs
+
+
 def _text_venv(args: argparse.Namespace) -> gym.vector.VectorEnv:
-    return gym.make_vec(args.env_id, num_envs=args.num_envs, vectorization_mode=args.vectorization_mode, **args.env_kwargs)
+    env_id, kwargs = _env_source(args)
+    return gym.make_vec(env_id, num_envs=args.num_envs, vectorization_mode=args.vectorization_mode, **kwargs)
 
 
 def _token_venv(args: argparse.Namespace, spec: PolicySpec, tokenizer: Any) -> gym.vector.VectorEnv:
     from textgym.algos import runtime
 
     template = runtime.chat_template("auto", spec.model)  # the tiny preset's compact one, else the model's
-    return runtime.token_venv(args.env_id, args.env_kwargs, tokenizer, template, args.num_envs, args.vectorization_mode)
+    return runtime.token_venv(*_env_source(args), tokenizer, template, args.num_envs, args.vectorization_mode)
 
 
 def _model_policy(spec: PolicySpec, args: argparse.Namespace) -> Any:
