@@ -34,6 +34,7 @@ from textgym.spaces import AssistantTurn, Conversation
 
 TOKEN_VARIABLE = "TEXTGYM_SERVE_TOKEN"
 MAX_REPLY_BYTES = 64 << 20  # a whole conversation comes back on every step
+MAX_DEPTH = 64  # levels of nesting in a message (a tool call's arguments); JSON allows any
 CLOSE_TIMEOUT = 2.0  # seconds to wait for a closing handshake before dropping the socket
 
 
@@ -300,10 +301,9 @@ class RemoteEnv(gym.Env):
         for m in messages:
             if not (isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
                 raise self._malformed("a message is not an object with a string role and content")
-        try:
-            return tuple(freeze(m) for m in messages[start:])
-        except RecursionError:
-            raise self._malformed("a message is nested too deeply") from None
+        if _deeper_than(messages, MAX_DEPTH):
+            raise self._malformed(f"the messages are nested more than {MAX_DEPTH} levels deep")
+        return tuple(freeze(m) for m in messages[start:])
 
     def _grow(self, obs: Mapping[str, Any], action: Mapping[str, Any]) -> tuple[FrozenDict, ...]:
         """The new conversation, reusing the immutable messages already held."""
@@ -319,6 +319,16 @@ class RemoteEnv(gym.Env):
 
 class _Malformed(RemoteError):
     """A reply not in the protocol's shape: raised at once, never retried."""
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` (JSON data) nests lists and objects more than ``limit`` levels deep."""
+    level = [value]
+    for _ in range(limit + 1):
+        level = [v for c in level if isinstance(c, (list, dict)) for v in (c.values() if isinstance(c, dict) else c)]
+        if not level:
+            return False
+    return True
 
 
 def _same(held: FrozenDict, sent: Any) -> bool:

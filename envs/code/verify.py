@@ -1,18 +1,18 @@
 """Run a submission against a task's tests and decide, on the host, which ones pass.
 
-The sandbox only ever sees the program and the test inputs. Values come back as plain data
-and are compared here; HumanEval/MBPP checks that are not simple comparisons run here too, as
-the dataset's trusted code, calling the program through a proxy that returns plain values.
+The program's sandbox only ever sees the program and the test inputs. Values come back as plain
+data and are compared here; HumanEval/MBPP checks that are not simple comparisons run in a
+sandboxed process of their own, on those plain values (:mod:`.checks`): no code of a task runs
+on the host.
 """
 
 from __future__ import annotations
 
 import re
-import traceback
 from collections.abc import Mapping
 from typing import Any
 
-from textgym.envs.code.checks import CandidateFailed, Check, LiveSession
+from textgym.envs.code.checks import Check, CheckSandboxFailed, LiveSession, judge, plan_checks
 from textgym.sandbox import Call, CallResult, Sandbox, same_stdout, values_equal
 from textgym.sandbox.worker import WorkerDied
 from textgym.sandbox.zygote import decode
@@ -53,23 +53,29 @@ def _renumber(text: str | None, offset: int) -> str | None:
     return _LINE.sub(shift, text)
 
 
-def verify(sandbox: Sandbox, task: Task, code: str) -> dict[str, Any]:
+def verify(sandbox: Sandbox, task: Task, code: str, checks: dict[int, Check] | None = None) -> dict[str, Any]:
     """Per-test results for ``code``: ``{"passed", "total", "all_passed", "load_error", "tests",
     "sandbox_error"}``; ``sandbox_error`` (else None) says the sandbox itself failed, so the
-    verdict is not the program's."""
+    verdict is not the program's.
+
+    ``checks`` holds the task's planned checks for the caller (filled here when empty): an env
+    passes the same dict for every submission to its task, which keeps their plans.
+    """
     try:
-        return _verify(sandbox, task, code)
-    except WorkerDied as exc:  # no worker could be started
+        return _verify(sandbox, task, code, checks)
+    except (WorkerDied, CheckSandboxFailed) as exc:  # no worker could be started
         total = len(task.answer["tests"])
         return {"passed": 0, "total": total, "all_passed": False, "load_error": None, "tests": [], "sandbox_error": str(exc)}
 
 
-def _verify(sandbox: Sandbox, task: Task, code: str) -> dict[str, Any]:
+def _verify(sandbox: Sandbox, task: Task, code: str, held: dict[int, Check] | None) -> dict[str, Any]:
     tests = task.answer["tests"]
     program, offset = program_for(task, code)
     mode = "stdio" if task.data.get("format") == "stdio" else "function"
     batch = [i for i, t in enumerate(tests) if t["kind"] != "check"]
-    checks = {i: Check.of(t, task) for i, t in enumerate(tests) if t["kind"] == "check"}
+    checks = held or plan_checks(task, sandbox)
+    if held is not None:
+        held.update(checks)
     # One submission: the plain call tests, then every call the checks were planned to make.
     calls = [_call(tests[i]) for i in batch] + [c for check in checks.values() for c in check.plan]
     outcomes: dict[int, dict[str, Any]] = {}
@@ -80,14 +86,18 @@ def _verify(sandbox: Sandbox, task: Task, code: str) -> dict[str, Any]:
         load_error, failed, results = run.load_error, run.sandbox_error, list(run.results)
         for i, result in zip(batch, results):
             outcomes[i] = _judge(i, tests[i], result)
-    start = len(batch)
+    start, answers = len(batch), {}
+    for i, check in checks.items():
+        answers[i], start = results[start : start + len(check.plan)], start + len(check.plan)
     live = LiveSession(sandbox, program, mode)
     try:
-        for i, check in checks.items():
-            answers, start = results[start : start + len(check.plan)], start + len(check.plan)
-            outcomes[i] = _run_check(i, check, answers, live, load_error)
+        verdicts = {} if load_error or not checks else judge(checks, answers, sandbox, live)
     finally:
         live.close()
+    for i, check in checks.items():
+        passed, error = verdicts.get(i, (False, load_error))
+        got = "they hold" if passed else None
+        outcomes[i] = _outcome(i, "check", passed, check.shown, "the assertions hold", got, CallResult(error=error) if error else None)
     load_error, failed = load_error or live.load_error, failed or live.sandbox_error
     results = [outcomes[i] for i in range(len(tests))]
     for r in results:
@@ -142,29 +152,6 @@ def _outcome(index, kind, passed, shown_input, expected, got, result: CallResult
         "error": clip(result.error, 1500) if result is not None and result.error else None,
         "timeout": bool(result.timeout) if result is not None else False,
     }
-
-
-def _run_check(index: int, check: Check, answers: list[CallResult], live: LiveSession, load_error: str | None) -> dict[str, Any]:
-    """Run a HumanEval ``check(candidate)`` or an MBPP assertion on the host (see :mod:`.checks`)."""
-    fail = lambda error: _outcome(index, "check", False, check.shown, "the assertions hold", None, CallResult(error=error))
-    if load_error:
-        return fail(load_error)
-    try:
-        check.run(answers, live)
-    except CandidateFailed as exc:
-        return fail(str(exc))
-    except Exception as exc:  # the assertion (or the dataset's check) failed on the returned values
-        return fail(_check_error(exc, check.code))
-    return _outcome(index, "check", True, check.shown, "the assertions hold", "they hold", None)
-
-
-def _check_error(exc: Exception, code: str) -> str:
-    """Which line of the test failed, without host paths."""
-    lines = code.splitlines()
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<test>" and f.lineno]
-    where = f" at: {lines[frames[-1].lineno - 1].strip()}" if frames and frames[-1].lineno <= len(lines) else ""
-    message = f": {exc}" if str(exc) else ""
-    return f"{type(exc).__name__}{message}{where}"
 
 
 def feedback(verification: Mapping[str, Any], attempts_left: int, *, max_shown: int = 3) -> str:

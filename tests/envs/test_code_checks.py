@@ -114,17 +114,25 @@ def test_a_call_on_an_earlier_answer_is_made_when_its_argument_is_known(env):
 
 
 def test_a_check_is_planned_once_per_test_and_run_once_per_submission(env, monkeypatch):
-    """The plan sees no program (every answer is an unknown), so it is made once and kept: each
-    later submission runs the check on the host once, for real, and each verdict is its own."""
-    from textgym.envs.code.checks import Check
+    """The plan sees no program (every answer is an unknown), so it is made once and kept while
+    the env holds the task: each later submission runs the check once, for real, in the check's
+    own sandboxed process, and each verdict is its own."""
+    from textgym.envs.code import checks
+    from textgym.sandbox import Sandbox
 
     runs = []
-    original = Check._run
-    monkeypatch.setattr(Check, "_run", lambda self, code, proxy: runs.append(code is self._real) or original(self, code, proxy))
+    original = Sandbox.run
+
+    def spy(self, code, calls, **kwargs):
+        if code == checks.PROGRAM:
+            runs.extend(c.name for c in calls)
+        return original(self, code, calls, **kwargs)
+
+    monkeypatch.setattr(Sandbox, "run", spy)
     check = "def check(candidate):\n    for x in range(5):\n        assert candidate(x) == x + 7\n"
     task = {"prompt": "def add_seven(x):\n    '''x + 7'''\n", "entry_point": "add_seven", "test": check}
     assert solve(env, task, "def add_seven(x):\n    return x + 7\n") == 1.0
     assert solve(env, task, "def add_seven(x):\n    return x + 6\n") == 0.0
     assert solve(env, task, "def add_seven(x):\n    return x + 7 if x < 4 else 0\n") == 0.0
     assert solve(env, task, "def add_seven(x):\n    return x + 7\n") == 1.0
-    assert runs == [False, True, True, True, True]  # one plan, then one real run per submission
+    assert runs == ["plan", "judge", "judge", "judge", "judge"]  # one plan, then one real run per submission

@@ -66,16 +66,16 @@ def test_bad_input_raises_for_the_host():
 
 @pytest.mark.slow  # importing OpenEnv's server stack (gradio) alone takes ~9 s here
 def test_openenv_create_app_serves_it_to_remote_env(tmp_path):
-    """OpenEnv's own server, hosting the textgym Environment: RemoteEnv plays it like in-process."""
+    """OpenEnv's own server, hosting the textgym Environment behind the Guard: RemoteEnv plays it
+    like in-process with the token, and a foreign origin or a missing token is refused."""
     from tests.serve.conftest import free_port
 
     port = free_port()
     script = tmp_path / "app.py"
     script.write_text(
         "import uvicorn\n"
-        "from openenv.core.env_server.http_server import create_app\n"
-        "from textgym.integrations.openenv import SudokuEnvironment, TextGymAction, TextGymObservation\n"
-        "app = create_app(SudokuEnvironment, TextGymAction, TextGymObservation, max_concurrent_envs=4)\n"
+        "from textgym.integrations.openenv import create_app\n"
+        "app = create_app('textgym/Sudoku-v0', token='t0ken', max_concurrent_envs=4)\n"
         f"uvicorn.run(app, host='127.0.0.1', port={port}, log_level='warning')\n"
     )
     proc = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE, text=True)
@@ -89,7 +89,13 @@ def test_openenv_create_app_serves_it_to_remote_env(tmp_path):
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "slow"
                 time.sleep(0.2)
-        local, remote = gym.make("textgym/Sudoku-v0"), textgym.RemoteEnv(url)
+        with pytest.raises(textgym.error.RemoteError, match="401"):
+            textgym.RemoteEnv(url).reset(seed=5)
+        with pytest.raises(textgym.error.RemoteError, match="403"):
+            env = textgym.RemoteEnv(url, token="t0ken")
+            env._headers["Origin"] = "https://evil.example"
+            env.reset(seed=5)
+        local, remote = gym.make("textgym/Sudoku-v0"), textgym.RemoteEnv(url, token="t0ken")
         obs_l, info_l = local.reset(seed=5)
         obs_r, info_r = remote.reset(seed=5)
         assert obs_r == obs_l and info_r == json_safe(info_l)

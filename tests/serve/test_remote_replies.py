@@ -90,7 +90,7 @@ def deep(n):
         '{"type": "observation", "data": {"observation": {"messages": [], "tools": 5}}}',
         '{"type": "observation", "data": ' + deep(5000) + "}",
         '{"type": "observation", "data": {"observation": {"messages": [{"role": "user", "content": "x", "extra": '
-        + deep(900) + "}]}}}",
+        + deep(100) + "}]}}}",
         '{"type": "error", "data": 7}',
         '{"type": "nonsense"}',
     ],

@@ -9,10 +9,15 @@ constructible without arguments, with its Action and Observation models::
 
 The frames are the ones ``textgym serve`` sends (the same :class:`~textgym.serve.session.Session`
 makes them), so an OpenEnv-hosted textgym env and ``textgym serve`` look alike to any client.
+
+OpenEnv's own server checks no ``Origin`` or ``Host`` and takes no token; :func:`create_app`
+builds it behind ``textgym serve``'s :class:`~textgym.serve.guard.Guard`, which refuses what a
+web page could forge (see docs/serving.md, Security).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -106,6 +111,37 @@ def environment_class(env_id: str) -> type[TextGymEnvironment]:
     return type(name, (TextGymEnvironment,), {"ENV_ID": env_id, "__module__": __name__, "__doc__": f"{env_id} as an OpenEnv Environment."})
 
 
+def create_app(
+    env_id: str,
+    *,
+    token: str | None = None,
+    allow_origins: Iterable[str] = (),
+    allow_hosts: Iterable[str] = (),
+    **openenv_kwargs: Any,
+) -> Any:
+    """OpenEnv's ``create_app`` serving ``env_id``, behind :class:`~textgym.serve.guard.Guard`.
+
+    Args:
+        env_id: A registered textgym id.
+        token: The shared token clients send as ``Authorization: Bearer <token>`` (default: the
+            ``TEXTGYM_SERVE_TOKEN`` environment variable, if set).
+        allow_origins: Browser origins allowed to connect.
+        allow_hosts: ``Host`` names allowed besides ``localhost`` and IP addresses.
+        **openenv_kwargs: Passed to OpenEnv's ``create_app`` (``max_concurrent_envs``, ...).
+    """
+    import os
+
+    from openenv.core.env_server.http_server import create_app as openenv_create_app
+
+    from textgym.remote import TOKEN_VARIABLE
+    from textgym.serve.guard import Guard
+
+    app = openenv_create_app(environment_class(env_id), TextGymAction, TextGymObservation, **openenv_kwargs)
+    token = token if token is not None else os.environ.get(TOKEN_VARIABLE) or None
+    app.add_middleware(Guard, token=token, allow_origins=allow_origins, allow_hosts=allow_hosts)
+    return app
+
+
 SudokuEnvironment = environment_class("textgym/Sudoku-v0")
 WorkplaceEnvironment = environment_class("textgym/Workplace-v0")
 CodeEnvironment = environment_class("textgym/Code-v0")
@@ -118,5 +154,6 @@ __all__ = [
     "TextGymObservation",
     "TextGymState",
     "WorkplaceEnvironment",
+    "create_app",
     "environment_class",
 ]

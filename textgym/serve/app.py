@@ -9,11 +9,10 @@
   episode (a whole Sudoku answer, one Code submission); multi-turn episodes need ``/ws``.
 * ``GET /health``, ``/metadata``, ``/schema``.
 
-Env calls run on the event loop while they are fast (a Sudoku step takes ~0.1 ms and a thread
-hop would cost more than the step); once their running mean exceeds ``_SLOW_S`` (sandboxed
-programs take tens of milliseconds), every later call goes to a thread pool, so slow steps never
-stall the other sessions. The mean (an EMA) keeps one preempted step of a fast env from
-flipping the switch on a loaded machine.
+Every env call runs in a thread pool, never on the event loop: one slow call (a pinned puzzle
+searched to its budget, a sandboxed program running to its time limit) must not stall the other
+sessions or ``/health``. Before any route, :class:`~textgym.serve.guard.Guard` refuses foreign
+origins and hosts, bodies that are not JSON or are too large, and requests without the token.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -30,6 +29,7 @@ from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse, Response
 from starlette.websockets import WebSocketDisconnect
 
+from textgym.serve.guard import Guard
 from textgym.serve.protocol import (
     ACTION_SCHEMA,
     OBSERVATION_SCHEMA,
@@ -42,8 +42,6 @@ from textgym.serve.protocol import (
 )
 from textgym.serve.session import Session
 
-_SLOW_S = 0.010
-_EMA = 0.1
 MAX_FRAME_BYTES = 1 << 20  # a client frame larger than this gets an error reply
 WS_MAX_BYTES = 16 << 20  # uvicorn's own cap: a larger frame closes the connection (1009)
 
@@ -73,8 +71,6 @@ class EnvServer:
         self._make_env = make_env
         self.sessions: dict[Session, WebSocket | None] = {}
         self.reserved = 0  # connections admitted, env not yet made
-        self.threaded = False
-        self.mean_call_s = 0.0
         self.new_session().close()  # fail at start, not per connection, on a bad id or kwargs
 
     @property
@@ -87,15 +83,8 @@ class EnvServer:
         return Session(self._make_env(self.env_id, disable_env_checker=True, **self.env_kwargs), self.env_id)
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Call ``fn`` on the loop while env calls are fast, else in the thread pool."""
-        if self.threaded:
-            return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
-        started = time.perf_counter()
-        try:
-            return fn(*args)
-        finally:
-            self.mean_call_s += _EMA * (time.perf_counter() - started - self.mean_call_s)
-            self.threaded = self.mean_call_s > _SLOW_S
+        """Call ``fn`` in the thread pool, so that the event loop never waits for an env."""
+        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
     async def handle(self, session: Session, kind: str, data: Any) -> str:
         if kind == "reset":
@@ -194,8 +183,15 @@ class EnvServer:
         self.sessions.clear()
 
 
-def create_app(server: EnvServer) -> FastAPI:
-    """The FastAPI app serving ``server``'s env id."""
+def create_app(
+    server: EnvServer,
+    *,
+    token: str | None = None,
+    allow_origins: Iterable[str] = (),
+    allow_hosts: Iterable[str] = (),
+) -> FastAPI:
+    """The FastAPI app serving ``server``'s env id, behind :class:`~textgym.serve.guard.Guard`
+    (``token``, ``allow_origins`` and ``allow_hosts`` are its)."""
     import textgym
     from textgym.registration import ENVS
 
@@ -212,6 +208,7 @@ def create_app(server: EnvServer) -> FastAPI:
             server.close_all()
 
     app = FastAPI(title=f"textgym: {server.env_id}", version=textgym.__version__, lifespan=lifespan)
+    app.add_middleware(Guard, token=token, allow_origins=allow_origins, allow_hosts=allow_hosts, max_body=server.max_frame_bytes)
     app.add_api_websocket_route("/ws", server.serve)
 
     @app.get("/health")

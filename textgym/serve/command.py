@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import os
 import signal
 import socket
+import sys
 
 from textgym.error import TextGymError
+from textgym.remote import TOKEN_VARIABLE
+from textgym.serve.deadline import REQUEST_TIMEOUT
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +25,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--session-timeout", type=float, default=None, metavar="SECONDS", help="close sessions idle this long (default: never)"
     )
+    parser.add_argument(
+        "--token",
+        default=None,
+        help=f"shared secret every client sends as 'Authorization: Bearer <token>' (default: ${TOKEN_VARIABLE}); "
+        "recommended whenever --host is not loopback",
+    )
+    parser.add_argument(
+        "--allow-origin", action="append", default=[], metavar="ORIGIN",
+        help="a browser origin allowed to connect (e.g. https://example.org; '*': any); repeatable",
+    )
+    parser.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME",
+        help="a Host name allowed besides localhost and IP addresses (e.g. env.example.org; '*': any); repeatable",
+    )
+    parser.add_argument(
+        "--request-timeout", type=float, default=REQUEST_TIMEOUT, metavar="SECONDS",
+        help="close a connection that takes longer to send a whole request",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
     from textgym.arguments import make_env
     from textgym.serve.app import WS_MAX_BYTES, EnvServer, create_app
+    from textgym.serve.deadline import with_deadline
 
     if not 0 <= args.port < 65536:
         raise ValueError(f"--port must be in [0, 65535], got {args.port}")
@@ -34,6 +58,11 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--max-sessions must be >= 1, got {args.max_sessions}")
     if args.session_timeout is not None and args.session_timeout <= 0:
         raise ValueError(f"--session-timeout must be > 0, got {args.session_timeout:g}")
+    if args.request_timeout <= 0:
+        raise ValueError(f"--request-timeout must be > 0, got {args.request_timeout:g}")
+    token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
+    if token is not None and (not token.isprintable() or not token.strip() or token != token.strip()):
+        raise ValueError("--token must be printable text without surrounding spaces")
     server = EnvServer(
         args.env_id,
         args.env_kwargs,
@@ -43,8 +72,10 @@ def run(args: argparse.Namespace) -> int:
     )
     sock = _bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
+    app = create_app(server, token=token, allow_origins=args.allow_origin, allow_hosts=args.allow_host)
     config = uvicorn.Config(
-        create_app(server),
+        app,
+        http=with_deadline(args.request_timeout),
         log_level="warning",
         ws="websockets-sansio",
         ws_max_size=WS_MAX_BYTES,
@@ -55,8 +86,18 @@ def run(args: argparse.Namespace) -> int:
     # one makes a requested shutdown exit with status 0 rather than die by the signal.
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
     print(f"serving {args.env_id} on ws://{host}:{port}/ws (up to {args.max_sessions} sessions)", flush=True)
+    if token is None and not _loopback(host):
+        print(f"warning: listening on {host} without a token: anyone who reaches this port can play "
+              "(see docs/serving.md, Security)", file=sys.stderr, flush=True)
     uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -39,7 +39,7 @@ class Session:
         kwargs, episode_id = reset_arguments(data)
         try:
             conversation, info = self.env.reset(**kwargs)
-        except (ValueError, TypeError, KeyError) as exc:  # a bad pinned task or option
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:  # a bad pinned task or option
             raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"reset failed: {exc}") from None
         self.episode_id, self.seed, self.step_count = episode_id, kwargs["seed"], 0
         self.task_id = info.get("task_id")
