@@ -195,3 +195,10 @@ def load_tokenizer(path: str | os.PathLike) -> Any:
         )
     transformers = require("transformers", "tokens")
     return transformers.AutoTokenizer.from_pretrained(os.fspath(path))
+
+
+def quiet_transformers() -> None:
+    """Turn off transformers' "Loading weights" / "Writing model shards" bars: a run shows its own
+    progress bar (or none, with ``--no-progress``), which a bar per checkpoint would interleave."""
+    transformers = require("transformers", "tokens")
+    transformers.utils.logging.disable_progress_bar()

@@ -16,11 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from textgym.algos import models, runtime
+from textgym.algos import models
+from textgym.algos.backends import load_backend
 from textgym.algos.config import SFTConfig
 from textgym.algos.fields import to_json
-from textgym.algos.grpo import Batch, GRPOConfig, SeedTree, pack
+from textgym.algos.grpo import Batch, GRPOConfig, SeedTree, pack, policy_prefix
 from textgym.algos.metrics import MetricsLog, progress_bar
+from textgym.algos.token_envs import chat_template, token_venv
 from textgym.rollout import Rollout
 
 
@@ -57,7 +59,7 @@ def demonstrations(
     from textgym.policies.oracle import OraclePolicy
     from textgym.rollout import collect
 
-    venv = runtime.token_venv(env, env_kwargs, tokenizer, template, min(num_envs, len(seeds)))
+    venv = token_venv(env, env_kwargs, tokenizer, template, min(num_envs, len(seeds)))
     try:
         oracle = _Oracle(venv, oracle_kwargs) if oracle_kwargs else OraclePolicy(venv)
         rollouts = collect(venv, oracle, seeds=list(seeds), group_size=1, env_id=env)
@@ -68,7 +70,7 @@ def demonstrations(
         for _, end in r.turn_spans or ():
             if end < len(r.token_ids) and int(r.token_ids[end]) in eos:
                 r.loss_mask[end] = 1
-    return [runtime.policy_prefix(r) for r in rollouts]
+    return [policy_prefix(r) for r in rollouts]
 
 
 def sft_batch(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
@@ -90,17 +92,17 @@ def sft(config: SFTConfig) -> Path:
     A run whose ``final/`` already exists is not repeated (so a resumed ``textgym train`` skips it).
     """
     config = config.resolved()
-    runtime.quiet_transformers()
+    models.quiet_transformers()
     out = Path(config.output_dir)
     final = out / "final"
     if (final / "config.json").is_file():
         return final
     out.mkdir(parents=True, exist_ok=True)
     model_dir = models.resolve(config.model, out, seed=config.seed, progress=config.progress)
-    template = runtime.chat_template(config.chat_template, config.model)
-    backend = runtime.load_backend(config.backend, config.threads)
+    template = chat_template(config.chat_template, config.model)
+    backend = load_backend(config.backend, config.threads)
     policy = backend.load_policy(model_dir)
-    tokenizer = runtime.load_tokenizer(model_dir)
+    tokenizer = models.load_tokenizer(model_dir)
     tree = SeedTree(config.seed)
     seeds = tree.demo_seeds(config.demos)
     demos = demonstrations(config.env, config.env_kwargs, tokenizer, template, seeds, config.num_envs, config.oracle_kwargs)

@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from textgym.algos import flags, models, recipes, runtime
+from textgym.algos import backends, flags, models, recipes, sampling, token_envs
 from textgym.algos.config import SFTConfig, TrainConfig
 from textgym.algos.fields import to_json
-from textgym.algos.grpo import GRPOConfig, SeedTree, drop_zero_std_groups, pack
+from textgym.algos.grpo import GRPOConfig, SeedTree, drop_zero_std_groups, pack, policy_prefix
 from textgym.algos.grpo.seeds import eval_seeds
 from textgym.algos.metrics import MetricsLog, progress_bar
 
@@ -56,17 +56,17 @@ def train(config: TrainConfig) -> dict[str, Any]:
         ``after`` are the held-out evaluations of the model GRPO started from and of the final one.
     """
     config = config.resolved()
-    runtime.quiet_transformers()
+    models.quiet_transformers()
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(to_json(config), encoding="utf-8")
     started = time.perf_counter()
 
     start_model = sft_warm_start(config) if config.sft_steps else models.resolve(config.model, out, seed=config.seed, progress=config.progress)
-    backend = runtime.load_backend(config.backend, config.threads)
+    backend = backends.load_backend(config.backend, config.threads)
     checkpoint = latest_checkpoint(out) if config.resume else None
     policy = backend.load_policy(checkpoint or start_model, sampler_dtype=config.grpo.sampler_dtype)
-    learner = runtime.make_learner(backend, policy, config.grpo, config.mesh)
+    learner = backends.make_learner(backend, policy, config.grpo, config.mesh)
     step = 0
     if checkpoint is not None:
         learner.restore(checkpoint)
@@ -75,19 +75,19 @@ def train(config: TrainConfig) -> dict[str, Any]:
         shutil.rmtree(out / CHECKPOINTS)
     log = MetricsLog(out / "metrics.jsonl", keep_until=step if checkpoint is not None else None)
 
-    tokenizer = runtime.load_tokenizer(start_model)
-    template = runtime.chat_template(config.chat_template, config.model)
+    tokenizer = models.load_tokenizer(start_model)
+    template = token_envs.chat_template(config.chat_template, config.model)
     grpo = config.grpo
     episodes = config.prompts_per_step * grpo.group_size
 
     def venvs(width: int) -> dict[str, Any]:
-        return {env: runtime.token_venv(env, config.kwargs_of(env), tokenizer, template, min(config.num_envs, width), config.vectorization_mode)
+        return {env: token_envs.token_venv(env, config.kwargs_of(env), tokenizer, template, min(config.num_envs, width), config.vectorization_mode)
                 for env in config.envs}
 
     train_venvs, eval_venvs = venvs(episodes), venvs(config.eval_episodes)
 
     def evaluate(at: int) -> dict[str, float]:
-        results = [runtime.evaluate(policy, venv, eval_seeds(config.eval_episodes), max_new_tokens=grpo.max_new_tokens,
+        results = [sampling.evaluate(policy, venv, eval_seeds(config.eval_episodes), max_new_tokens=grpo.max_new_tokens,
                                     temperature=config.eval_temperature, seed=grpo.seed, top_p=grpo.top_p, step=at, row=i)
                    for i, venv in enumerate(eval_venvs.values())]
         return _per_env(config, results, "eval/")
@@ -189,13 +189,13 @@ def grpo_step(config: TrainConfig, policy: Any, learner: Any, venvs: dict[str, A
         if share == 0:
             continue
         first = len(rollouts) // grpo.group_size
-        actor = runtime.TreeSampler(policy, tree, "train_sampler", step, row=row, max_new_tokens=grpo.max_new_tokens,
+        actor = sampling.TreeSampler(policy, tree, "train_sampler", step, row=row, max_new_tokens=grpo.max_new_tokens,
                                     temperature=grpo.temperature, top_p=grpo.top_p)
         got = collect(venv, actor, seeds=seeds[first : first + share], group_size=grpo.group_size, env_id=env)
         rollouts += [dataclasses.replace(r, group=r.group + first) for r in got]
     t1 = time.perf_counter()
     kept, zero_std = drop_zero_std_groups(rollouts, grpo)
-    batch = pack([runtime.policy_prefix(r) for r in kept], grpo, pad_id=policy.pad_id) if kept else None
+    batch = pack([policy_prefix(r) for r in kept], grpo, pad_id=policy.pad_id) if kept else None
     # No group with differing rewards means no policy gradient; an optimiser step would still move
     # the weights (Adam's momentum), so it is skipped (DAPO's dynamic sampling, at batch level).
     signal = batch is not None and (bool(np.any(batch.advantages != 0)) or grpo.kl_beta > 0)

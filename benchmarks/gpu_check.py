@@ -83,10 +83,10 @@ def update_batch(args: argparse.Namespace, vocab: int, pad_id: int, config: Any)
 
 
 def check_backend(name: str, path: Any, args: argparse.Namespace, params: int, peak: float) -> dict[str, Any]:
-    from textgym.algos import runtime
+    from textgym.algos.backends import load_backend
     from textgym.algos.grpo import GRPOConfig
 
-    backend = runtime.load_backend(name)
+    backend = load_backend(name)
     if name == "torch":
         import torch
 
@@ -157,9 +157,9 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="also write the results here (JSON)")
     args = parser.parse_args()
 
-    from textgym.algos import models, runtime
+    from textgym.algos import models
 
-    runtime.quiet_transformers()
+    models.quiet_transformers()
     path = models.resolve(args.model)
     config = json.loads((path / "config.json").read_text())
     from safetensors import safe_open

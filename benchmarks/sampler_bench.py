@@ -142,10 +142,11 @@ def main() -> None:
     import torch
     import transformers
 
-    from textgym.algos import models, runtime
+    from textgym.algos import models
+    from textgym.algos.backends import load_backend
 
     torch.set_num_threads(args.threads)
-    runtime.quiet_transformers()
+    models.quiet_transformers()
     path = models.resolve(args.model)
     config = json.loads((path / "config.json").read_text())
     peaks = {d: matmul_peak(args.matmul_size, d) for d in args.dtypes}
@@ -161,7 +162,7 @@ def main() -> None:
             if impl == "transformers":
                 warmups[impl, dtype] = transformers_call(hf, short, 1, 4)
             else:
-                policies[impl, dtype] = runtime.load_backend(impl).load_policy(path, sampler_dtype=dtype)
+                policies[impl, dtype] = load_backend(impl).load_policy(path, sampler_dtype=dtype)
                 warmups[impl, dtype] = partial(policies[impl, dtype].generate, short, 4, 1.0, 0, eos_ids=())
             for name, (u, rows) in layouts.items():
                 if impl == "transformers":

@@ -38,11 +38,11 @@ def prepare(workdir: Path, prompts: int, steps: int) -> tuple[Path, Path]:
     """The tiny checkpoint and the prompts file (text, ids, solution) every worker reads."""
     import gymnasium as gym
 
-    from textgym.algos import runtime, tiny
+    from textgym.algos import models, tiny
     from textgym.wrappers import TokenObservation
 
     model = tiny.resolve("tiny", workdir)
-    tokenizer = runtime.load_tokenizer(model)
+    tokenizer = models.load_tokenizer(model)
     env = TokenObservation(gym.make(ENV_ID, **ENV_KWARGS), tokenizer, chat_template=tiny.compact_chat_template())
     rows = []
     for seed in range(prompts * (steps + 1)):
@@ -107,26 +107,28 @@ def table(results: dict, args: argparse.Namespace) -> str:
 def worker_textgym(args: argparse.Namespace, backend_name: str) -> dict:
     import numpy as np
 
-    from textgym.algos import runtime, tiny
-    from textgym.algos.grpo import GRPOConfig, pack
+    from textgym.algos import models, tiny
+    from textgym.algos.backends import load_backend
+    from textgym.algos.grpo import GRPOConfig, pack, policy_prefix
+    from textgym.algos.token_envs import token_venv
     from textgym.policies.model import ModelPolicy
     from textgym.rollout import collect
 
-    backend = runtime.load_backend(backend_name, args.threads)
+    backend = load_backend(backend_name, args.threads)
     policy = backend.load_policy(args.model)
     config = GRPOConfig(group_size=args.group_size, lr=args.lr, max_new_tokens=args.max_new_tokens, max_length=512,
                         micro_batch_size=args.prompts * args.group_size, kl_beta=0.0, loss_aggregation="token-mean")
     learner = backend.Learner(policy, config)
-    tokenizer = runtime.load_tokenizer(args.model)
+    tokenizer = models.load_tokenizer(args.model)
     episodes = args.prompts * args.group_size
-    venv = runtime.token_venv(ENV_ID, ENV_KWARGS, tokenizer, tiny.compact_chat_template(), episodes)
+    venv = token_venv(ENV_ID, ENV_KWARGS, tokenizer, tiny.compact_chat_template(), episodes)
     times, tokens, split = [], [], []
     for step in range(args.steps):
         t0 = time.perf_counter()
         actor = ModelPolicy(policy, max_new_tokens=args.max_new_tokens, temperature=1.0, seed=step)
         rollouts = collect(venv, actor, seeds=range(step * args.prompts, (step + 1) * args.prompts), group_size=args.group_size)
         t1 = time.perf_counter()
-        learner.train_step(pack([runtime.policy_prefix(r) for r in rollouts], config, pad_id=policy.pad_id))
+        learner.train_step(pack([policy_prefix(r) for r in rollouts], config, pad_id=policy.pad_id))
         times.append(time.perf_counter() - t0)
         tokens.append(int(sum(int(np.sum(r.loss_mask)) for r in rollouts)))
         policy_s = sum(r.timing.get("policy_s", 0.0) for r in rollouts) / len(rollouts)  # every episode waits the batched calls

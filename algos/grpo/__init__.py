@@ -33,6 +33,7 @@ from textgym.algos.grpo.batch import (
     loss_weights,
     pack,
     pad_rows,
+    policy_prefix,
     shaped_rewards,
     split_micro_batches,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "loss_weights",
     "pack",
     "pad_rows",
+    "policy_prefix",
     "rollout_correction",
     "shaped_rewards",
     "split_micro_batches",

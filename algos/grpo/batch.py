@@ -342,6 +342,21 @@ def split_prompts(batch: Batch, pad_id: int, prompt_multiple: int = 1, rest_mult
     return PromptSplit(prompt_ids, prompt_mask, source, tail)
 
 
+def policy_prefix(rollout: Rollout) -> Rollout:
+    """The rollout cut after its last trained token: later env tokens change no logprob the
+    loss uses (attention is causal), so packing them would only cost compute."""
+    trained = np.flatnonzero(rollout.loss_mask)
+    if trained.size == 0:
+        return rollout
+    end = int(trained[-1]) + 1
+    return dataclasses.replace(
+        rollout,
+        token_ids=rollout.token_ids[:end],
+        loss_mask=rollout.loss_mask[:end],
+        logprobs=None if rollout.logprobs is None else rollout.logprobs[:end],
+    )
+
+
 def split_micro_batches(batch: Batch, micro_batch_size: int) -> list[Batch]:
     """Split along rows; global counts and weights are kept, so micro-batch losses sum to the total.
 

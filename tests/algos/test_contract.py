@@ -165,7 +165,7 @@ def test_both_samplers_take_single_stop_ids(model_dir):
 
 
 def test_threads_reach_jax_before_it_is_imported():
-    code = ("import os; from textgym.algos import runtime; runtime.load_backend('jax', {n}); import jax; "
+    code = ("import os; from textgym.algos.backends import load_backend; load_backend('jax', {n}); import jax; "
             "print(os.environ.get('XLA_FLAGS', ''), len(os.sched_getaffinity(0)))")
     one = subprocess.run([sys.executable, "-c", code.format(n=1)], capture_output=True, text=True, check=True).stdout
     assert "--xla_cpu_multi_thread_eigen=false" in one
@@ -175,11 +175,11 @@ def test_threads_reach_jax_before_it_is_imported():
 
 
 def test_the_mesh_is_reachable_from_the_config(model_dir):
-    from textgym.algos import runtime
+    from textgym.algos import backends
 
-    learner = runtime.make_learner(jax_backend, jax_backend.load_policy(model_dir), GRPOConfig(micro_batch_size=4), "data=1,fsdp=1")
+    learner = backends.make_learner(jax_backend, jax_backend.load_policy(model_dir), GRPOConfig(micro_batch_size=4), "data=1,fsdp=1")
     assert learner.mesh is not None and dict(learner.mesh.shape) == {"data": 1, "fsdp": 1}
     with pytest.raises(ValueError, match="torchrun"):
-        runtime.make_learner(torch_backend, torch_backend.load_policy(model_dir), GRPOConfig(), "data=1")
+        backends.make_learner(torch_backend, torch_backend.load_policy(model_dir), GRPOConfig(), "data=1")
     with pytest.raises(ValueError, match="expected a mesh"):
-        runtime.parse_mesh("data=2,model=4")
+        backends.parse_mesh("data=2,model=4")

@@ -152,10 +152,10 @@ def test_jax_bf16_sampler_stays_close_and_follows_new_params(model_dir):
 
 @pytest.mark.parametrize("backend", ["torch", "jax"])
 def test_an_unknown_sampler_dtype_is_refused(model_dir, backend):
-    from textgym.algos import runtime
+    from textgym.algos.backends import load_backend
 
     with pytest.raises(ValueError, match="sampler_dtype"):
-        runtime.load_backend(backend).load_policy(model_dir, sampler_dtype="float16")
+        load_backend(backend).load_policy(model_dir, sampler_dtype="float16")
     with pytest.raises(ValueError, match="sampler_dtype"):
         GRPOConfig(sampler_dtype="float16")
 

@@ -195,20 +195,23 @@ def test_sft_learns_the_oracle_and_train_starts_from_it(model_dir, tmp_path, bac
     assert nll[-1] < 0.5 * nll[0]
     assert records[0]["sft/demo_success"] == 1.0
     assert sft(cfg) == final  # done once; a resumed run reuses it
-    from textgym.algos import runtime
+    from textgym.algos.backends import load_backend
+    from textgym.algos.models import load_tokenizer
+    from textgym.algos.sampling import evaluate
+    from textgym.algos.token_envs import token_venv
 
-    policy = runtime.load_backend(backend).load_policy(final)
+    policy = load_backend(backend).load_policy(final)
 
-    venv = runtime.token_venv(ENV_ID, {}, runtime.load_tokenizer(final), tiny.compact_chat_template(), 4)
-    result = runtime.evaluate(policy, venv, range(4), max_new_tokens=3, temperature=0.0, seed=0)
+    venv = token_venv(ENV_ID, {}, load_tokenizer(final), tiny.compact_chat_template(), 4)
+    result = evaluate(policy, venv, range(4), max_new_tokens=3, temperature=0.0, seed=0)
     assert result["eval/success"] == 1.0  # greedy now answers like the oracle
 
 
 def test_noisy_demonstrations_are_imitated_mistakes_included(model_dir):
-    from textgym.algos import runtime
+    from textgym.algos.models import load_tokenizer
     from textgym.algos.sft import demonstrations
 
-    tokenizer = runtime.load_tokenizer(model_dir)
+    tokenizer = load_tokenizer(model_dir)
     demos = demonstrations("textgym/Sudoku-v0", {"size": 4, "blanks": 1, "max_turns": 1}, tokenizer,
                            tiny.compact_chat_template(), range(40), 8, {"compact": True, "noise": 1.0})
     assert len(demos) == 40  # none dropped
@@ -249,10 +252,10 @@ def test_the_warm_start_can_demonstrate_other_tasks_than_grpo_trains_on():
 
 
 def test_no_two_sampler_calls_share_a_seed_and_top_p_reaches_the_sampler(model_dir, tmp_path, monkeypatch):
-    from textgym.algos import runtime
+    from textgym.algos import backends
 
     calls = []
-    real = runtime.load_backend
+    real = backends.load_backend
 
     class Spy:
         def __init__(self, policy):
@@ -275,7 +278,7 @@ def test_no_two_sampler_calls_share_a_seed_and_top_p_reaches_the_sampler(model_d
         def load_policy(self, path, **kwargs):
             return Spy(self.module.load_policy(path, **kwargs))
 
-    monkeypatch.setattr(runtime, "load_backend", lambda name, threads=None: Backend(real(name, threads)))
+    monkeypatch.setattr(backends, "load_backend", lambda name, threads=None: Backend(real(name, threads)))
     grpo = GRPOConfig(group_size=4, lr=3e-3, max_new_tokens=3, max_length=64, micro_batch_size=4, top_p=0.9)
     # 3 steps of 2 prompts x 4 on 4 envs: two waves of two turns per step, evaluation sampled too.
     train_module.train(config(model_dir, tmp_path / "run", env=TWO_TURN_ID, num_envs=4, grpo=grpo, eval_temperature=1.0))

@@ -90,9 +90,9 @@ class Recorder:
 
 @pytest.mark.filterwarnings("ignore:the chat template")
 def test_model_policy_is_prompted_with_every_tool(smollm2_tokenizer):
-    from textgym.algos import runtime
+    from textgym.algos.token_envs import token_venv
 
-    venv = runtime.token_venv(WORKPLACE, {}, smollm2_tokenizer, None, num_envs=2)
+    venv = token_venv(WORKPLACE, {}, smollm2_tokenizer, None, num_envs=2)
     recorder = Recorder(smollm2_tokenizer.eos_token_id)
     try:
         collect(venv, ModelPolicy(recorder, max_new_tokens=4), seeds=[0, 1])

@@ -175,10 +175,10 @@ def _text_venv(args: argparse.Namespace) -> gym.vector.VectorEnv:
 
 
 def _token_venv(args: argparse.Namespace, spec: PolicySpec, tokenizer: Any) -> gym.vector.VectorEnv:
-    from textgym.algos import runtime
+    from textgym.algos.token_envs import chat_template, token_venv
 
-    template = runtime.chat_template("auto", spec.model)  # the tiny preset's compact one, else the model's
-    return runtime.token_venv(*_env_source(args), tokenizer, template, args.num_envs, args.vectorization_mode)
+    template = chat_template("auto", spec.model)  # the tiny preset's compact one, else the model's
+    return token_venv(*_env_source(args), tokenizer, template, args.num_envs, args.vectorization_mode)
 
 
 def _model_policy(spec: PolicySpec, args: argparse.Namespace) -> Any:

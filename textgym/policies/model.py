@@ -85,18 +85,19 @@ class ModelPolicy:
                 (``tiny``, ``smollm2-135m``): see :func:`textgym.algos.models.resolve`.
             backend: ``jax`` or ``torch``.
             max_new_tokens, temperature, seed: As for the constructor.
-            threads: The backend's intra-op CPU threads (see :func:`textgym.algos.runtime.load_backend`).
+            threads: The backend's intra-op CPU threads (see :func:`textgym.algos.backends.load_backend`).
             progress: Show a GGUF conversion's progress.
 
         Raises:
             FileNotFoundError: ``model`` names nothing loadable, or its directory has no tokenizer.
         """
-        from textgym.algos import models, runtime
+        from textgym.algos import models
+        from textgym.algos.backends import load_backend
 
-        runtime.quiet_transformers()
+        models.quiet_transformers()
         path = models.resolve(model, seed=seed, progress=progress)
         tokenizer = models.load_tokenizer(path)  # before the backend: a missing tokenizer fails fast
-        policy = cls(runtime.load_backend(backend, threads).load_policy(path), max_new_tokens, temperature, seed)
+        policy = cls(load_backend(backend, threads).load_policy(path), max_new_tokens, temperature, seed)
         policy.tokenizer = tokenizer
         return policy
 

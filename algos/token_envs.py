@@ -1,0 +1,38 @@
+"""Vector envs that a local model plays in token ids, with the chat template a run asks for."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+import gymnasium as gym
+
+from textgym.algos import tiny
+
+
+def chat_template(kind: str, model: str) -> str | None:
+    """The template override for :class:`~textgym.wrappers.TokenObservation` (None: the model's own).
+
+    Args:
+        kind: A config's ``chat_template`` (``auto``, ``model`` or ``compact``; validated by the config).
+        model: The config's ``model``; ``auto`` is ``compact`` for ``tiny``.
+    """
+    if kind == "compact" or (kind == "auto" and str(model) == tiny.NAME):
+        return tiny.compact_chat_template()
+    return None
+
+
+def token_venv(
+    env: str,
+    env_kwargs: Mapping[str, Any],
+    tokenizer: Any,
+    template: str | None,
+    num_envs: int,
+    vectorization_mode: str = "sync",
+) -> gym.vector.VectorEnv:
+    """A vector env of ``env`` whose sub-envs observe and act in token ids."""
+    from textgym.wrappers import TokenObservation
+
+    wrap = partial(TokenObservation, tokenizer=tokenizer, chat_template=template)
+    return gym.make_vec(env, num_envs=num_envs, vectorization_mode=vectorization_mode, wrappers=[wrap], **dict(env_kwargs))
