@@ -70,3 +70,6 @@ def test_install_imports_mapped_subpackages(tmp_path, editable):
     data = "from textgym.view.page import render; from textgym.rollout import rollout_schema; rollout_schema(); print(len(render({})))"
     size = subprocess.run([str(python), "-c", data], capture_output=True, text=True, check=True, cwd=str(tmp_path)).stdout
     assert int(size) > 10_000
+    typed = subprocess.run([str(python), "-c", "import textgym, pathlib; print(pathlib.Path(textgym.__file__).with_name('py.typed').is_file())"],
+                           capture_output=True, text=True, check=True, cwd=str(tmp_path)).stdout
+    assert typed.strip() == "True"  # PEP 561: type checkers read textgym's hints
