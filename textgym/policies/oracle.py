@@ -22,10 +22,14 @@ class OraclePolicy:
         venv: A ``gymnasium.vector.VectorEnv`` (sync, async, Ray) or a single ``gymnasium.Env``.
 
     Example:
-        >>> import gymnasium as gym, textgym  # doctest: +SKIP
-        >>> venv = gym.make_vec("textgym/Sudoku-v0", num_envs=4)  # doctest: +SKIP
-        >>> obs, infos = venv.reset(seed=0)  # doctest: +SKIP
-        >>> actions = OraclePolicy(venv).act(obs).actions  # doctest: +SKIP
+        >>> import gymnasium as gym, textgym
+        >>> venv = gym.make_vec("textgym/Sudoku-v0", num_envs=4, size=4)
+        >>> obs, infos = venv.reset(seed=0)
+        >>> actions = OraclePolicy(venv).act(obs).actions
+        >>> obs, rewards, terminated, truncated, infos = venv.step(actions)
+        >>> rewards.tolist()
+        [1.0, 1.0, 1.0, 1.0]
+        >>> venv.close()
     """
 
     def __init__(self, venv: gym.Env | gym.vector.VectorEnv):
