@@ -11,14 +11,13 @@ import gymnasium as gym
 import pytest
 
 pytest.importorskip("inspect_ai")
-from inspect_ai import eval as inspect_eval  # noqa: E402
-from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput, get_model  # noqa: E402
-from inspect_ai.model._providers.mockllm import MockLLM  # noqa: E402
-from inspect_ai.tool import ToolCall  # noqa: E402
+from inspect_ai import eval as inspect_eval
+from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput, get_model
+from inspect_ai.model._providers.mockllm import MockLLM
+from inspect_ai.tool import ToolCall
 
-import textgym  # noqa: F401,E402  (registers the ids)
-from textgym.integrations.inspect import task  # noqa: E402
-
+import textgym  # noqa: F401  (registers the ids)
+from textgym.integrations.inspect import task
 
 OFFLINE = os.path.join(os.path.dirname(__file__), "offline_inspect")
 
