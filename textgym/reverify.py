@@ -7,6 +7,11 @@ rollouts in CI: the command exits with status 1 when any reward changed. A recor
 replayed (its env is not registered, the seed now draws another task, no seed was recorded) is
 reported as *unreplayable*, never as a changed reward.
 
+A record is untrusted input: its ``env_kwargs`` cannot choose how code is run
+(:data:`UNTRUSTED_KWARGS`: a sandbox, its backend or limits) nor where to connect (a served
+env's record is not replayed: reverify opens no connection a record names), and a record of the
+wrong shape is unreplayable, with the field that is wrong.
+
 Example::
 
     textgym eval textgym/Code-v0 --policy oracle --episodes 50 --out yesterday.jsonl
@@ -28,6 +33,9 @@ from typing import Any, Literal
 from textgym.error import TextGymError
 
 Status = Literal["unchanged", "changed", "unreplayable"]
+# Env kwargs that decide how code runs or where the env connects: never taken from a record.
+UNTRUSTED_KWARGS = frozenset({"backend", "sandbox", "limits", "url", "urls", "token"})
+NOT_REPLAYED = {"textgym/Remote-v0": "a served env's record: reverify opens no connection a record names; replay it with the served env's id"}
 
 
 @dataclass(frozen=True)
@@ -57,18 +65,21 @@ def reverify(records: Iterable[Mapping[str, Any]]) -> list[Replay]:
     try:
         for r in records:
             source, env_id = r.get("_source", "?"), str(r.get("env_id"))
+            recorded = r.get("reward") if _is_number(r.get("reward")) else None
+            task_id = r.get("task_id") if isinstance(r.get("task_id"), str) else None
             try:
-                key = json.dumps([env_id, r.get("env_kwargs") or {}], sort_keys=True)
+                kwargs = _checked(r)
+                key = json.dumps([env_id, kwargs], sort_keys=True)
                 if key not in envs:
-                    envs[key] = _make(gym, env_id, r)
+                    envs[key] = _make(gym, env_id, kwargs)
                 reward, reason = _replay(envs[key], r)
             except Unreplayable as exc:
-                results.append(Replay(source, env_id, r.get("task_id"), "unreplayable", r.get("reward"), reason=str(exc)))
+                results.append(Replay(source, env_id, task_id, "unreplayable", recorded, reason=str(exc)))
                 continue
             recorded = float(r["reward"])
             same = math.isclose(reward, recorded, rel_tol=1e-9, abs_tol=1e-9) and reason is None
             status: Status = "unchanged" if same else "changed"
-            results.append(Replay(source, env_id, r.get("task_id"), status, recorded, reward, reason))
+            results.append(Replay(source, env_id, task_id, status, recorded, reward, reason))
     finally:
         for env in envs.values():
             if env is not None:
@@ -76,11 +87,36 @@ def reverify(records: Iterable[Mapping[str, Any]]) -> list[Replay]:
     return results
 
 
-def _make(gym: Any, env_id: str, r: Mapping[str, Any]) -> Any:
+def _checked(r: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's env kwargs, once its fields have the types replaying needs."""
+    if not _is_number(r.get("reward")):
+        raise Unreplayable(f"the record's reward is not a number: {r.get('reward')!r:.60}")
+    messages = r.get("messages")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise Unreplayable("the record's messages are not a list of message objects")
+    if r.get("seed") is not None and (type(r["seed"]) is not int or r["seed"] < 0):
+        raise Unreplayable(f"the record's seed is not a non-negative integer: {r['seed']!r:.60}")
+    reason = NOT_REPLAYED.get(str(r.get("env_id")))
+    if reason:
+        raise Unreplayable(reason)
+    kwargs = r.get("env_kwargs") or {}  # a record from before env_kwargs were kept: the defaults (the task id check tells)
+    if not isinstance(kwargs, dict):
+        raise Unreplayable("the record's env_kwargs are not an object")
+    refused = sorted(UNTRUSTED_KWARGS & kwargs.keys())
+    if refused:
+        raise Unreplayable(f"the record's env_kwargs set {', '.join(refused)}, which a record may not choose")
+    return kwargs
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _make(gym: Any, env_id: str, kwargs: Mapping[str, Any]) -> Any:
     if env_id not in gym.registry:
         raise Unreplayable(f"{env_id} is not a registered env (another textgym version?)")
-    try:  # a record from before env_kwargs were kept: the defaults (the task id check tells)
-        return gym.make(env_id, **(r.get("env_kwargs") or {})).unwrapped
+    try:
+        return gym.make(env_id, **kwargs).unwrapped
     except Exception as exc:  # a kwarg that this version no longer takes, a tasks file that is gone
         raise Unreplayable(f"gym.make({env_id!r}, **env_kwargs) failed: {type(exc).__name__}: {exc}") from None
 
@@ -93,7 +129,7 @@ def _replay(env: Any, r: Mapping[str, Any]) -> tuple[float, str | None]:
         env.reset(seed=int(r["seed"]))
     except Exception as exc:
         raise Unreplayable(f"reset failed: {type(exc).__name__}: {exc}") from None
-    if getattr(env, "task", None) is not None and r.get("task_id") and env.task.id != r["task_id"]:
+    if getattr(env, "task", None) is not None and isinstance(r.get("task_id"), str) and env.task.id != r["task_id"]:
         raise Unreplayable(f"seed {r['seed']} now draws task {env.task.id}, not {r['task_id']} (a different env version or kwargs)")
     actions = [_action(m) for m in r.get("messages") or () if m.get("role") == "assistant"]
     if not actions:
@@ -157,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
     for x in results:
         if x.status == "changed":
             note = f" ({x.reason})" if x.reason else ""
-            out.print(f"changed: {x.source} {x.env_id} {x.task_id}: reward {x.recorded:g} -> {x.replayed:g}{note}", markup=False, soft_wrap=True)
+            out.print(f"changed: {x.source} {x.env_id} {x.task_id}: reward {x.recorded:g} -> {x.replayed:g}{note}",
+                      markup=False, soft_wrap=True)
         elif x.status == "unreplayable":
             out.print(f"unreplayable: {x.source} {x.env_id} {x.task_id}: {x.reason}", markup=False, soft_wrap=True)
     if args.out:
