@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 
-from textgym.envs.sudoku.solver import BOX_SHAPES, count_solutions, first_conflict, geometry
+from textgym.envs.sudoku.solver import BOX_SHAPES, SearchBudgetExceeded, count_solutions, first_conflict, geometry
 from textgym.error import InvalidTask
 
 SIZE_BY_LENGTH = {n * n: n for n in BOX_SHAPES}
 BLANK_CHARS = ".0"
 DIGIT_CHARS = ".123456789"  # DIGIT_CHARS[d] draws cell value d (0 = blank)
 IGNORED = str.maketrans("", "", " \t\r|-+")
+PINNED_SEARCH_BUDGET = 100_000  # boards a pinned puzzle's search may visit (under a second; the hardest known 9x9 need ~30,000)
 _DIGIT_BYTES = bytes.maketrans(bytes(range(10)), DIGIT_CHARS.encode())
 
 
@@ -58,10 +59,19 @@ def parse_puzzle(puzzle: object) -> tuple[int, list[int]]:
 def solve_pinned(cells: Sequence[int], size: int) -> tuple[list[int], bool]:
     """The first solution of a pinned puzzle and whether it is the only one.
 
+    The search has a budget (:data:`PINNED_SEARCH_BUDGET` boards, under a second): a pinned
+    puzzle comes from outside, and one built to be slow must not hold the env (or a server).
+
     Raises:
-        InvalidTask: the puzzle has no solution.
+        InvalidTask: the puzzle has no solution, or the budget ran out before deciding.
     """
-    count, solution = count_solutions(cells, size, limit=2)
+    try:
+        count, solution = count_solutions(cells, size, limit=2, budget=PINNED_SEARCH_BUDGET)
+    except SearchBudgetExceeded:
+        raise InvalidTask(
+            f"the puzzle could not be solved within the search budget ({PINNED_SEARCH_BUDGET} boards); "
+            "pin a better-constrained puzzle"
+        ) from None
     if solution is None:
         raise InvalidTask("the puzzle has no solution")
     return solution, count == 1

@@ -138,17 +138,23 @@ def _first_cell(geo: Geometry, kind: int, k: int) -> int:
     return table.index(k)
 
 
-def count_solutions(cells: Sequence[int], size: int, limit: int = 2) -> tuple[int, list[int] | None]:
+class SearchBudgetExceeded(Exception):
+    """The search visited its budget of boards without deciding."""
+
+
+def count_solutions(cells: Sequence[int], size: int, limit: int = 2, budget: int | None = None) -> tuple[int, list[int] | None]:
     """Count solutions up to ``limit``; also return the first one found (None when there is none).
 
-    The givens must not conflict (check with :func:`first_conflict` first).
+    The givens must not conflict (check with :func:`first_conflict` first). ``budget`` caps the
+    boards the search visits (a puzzle from outside can be built to take minutes: no conflicting
+    givens, no solution, few constraints); past it, :class:`SearchBudgetExceeded`.
     """
     geo = geometry(size)
     board = list(cells)
     masks = Masks(geo, board)
     blanks = [i for i, d in enumerate(board) if not d]
     found: list[list[int]] = []
-    _search(geo, board, masks, blanks, limit, found, order=None)
+    _search(geo, board, masks, blanks, limit, found, order=None, budget=None if budget is None else [budget])
     return len(found), (found[0] if found else None)
 
 
@@ -160,12 +166,18 @@ def _search(
     limit: int,
     found: list[list[int]],
     order: list[list[int]] | None,
+    budget: list[int] | None = None,
 ) -> None:
     """Depth-first search on the most constrained blank; appends complete boards to ``found``.
 
     ``order[i]`` optionally gives the digit order to try in cell ``i`` (for random grids).
-    ``board``, ``masks`` and ``blanks`` are restored before returning.
+    ``board``, ``masks`` and ``blanks`` are restored before returning, unless ``budget`` (boards
+    left to visit, one-item list) runs out: then :class:`SearchBudgetExceeded`.
     """
+    if budget is not None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise SearchBudgetExceeded
     if not blanks:
         found.append(list(board))
         return
@@ -194,7 +206,7 @@ def _search(
         rows[r] |= bit
         cols[c] |= bit
         boxes[b] |= bit
-        _search(geo, board, masks, blanks, limit, found, order)
+        _search(geo, board, masks, blanks, limit, found, order, budget)
         rows[r] &= ~bit
         cols[c] &= ~bit
         boxes[b] &= ~bit

@@ -531,3 +531,23 @@ def test_fuzzed_place_arguments_change_the_board_only_when_legal(row, col, digit
     assert (len(changed) == 1) == (info["error"] is None) and len(changed) <= 1
     assert all(env.board[i] == p for i, p in enumerate(from_string(P4)) if p)
     assert not terminated and reward == 0.0
+
+
+# No conflicting givens and no solution: an unbudgeted search took over 100 s on it.
+SLOW_PUZZLE = ".....5.8....6.1.43..........1.5........1.6...3.......553.....61........4........."
+
+
+@pytest.mark.timeout(60)
+def test_a_pinned_puzzle_built_to_be_slow_is_refused_within_the_search_budget():
+    env = gym.make("textgym/Sudoku-v0")
+    with pytest.raises(InvalidTask, match="search budget"):
+        env.reset(options={"task": {"puzzle": SLOW_PUZZLE}})
+    obs, info = env.reset(seed=0)  # the env goes on
+    assert info["turn"] == 0
+
+
+def test_the_hardest_known_puzzles_fit_the_search_budget():
+    inkala = "8..........36......7..9.2...5...7.......457.....1...3...1....68..85...1..9....4.."
+    env = gym.make("textgym/Sudoku-v0")
+    env.reset(options={"task": {"puzzle": inkala}})
+    assert env.unwrapped.task.metadata["unique"] is True

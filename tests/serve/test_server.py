@@ -221,3 +221,13 @@ def test_env_calls_never_run_on_the_event_loop():
     assert call_thread != loop_thread
     with pytest.raises(ValueError, match="max_sessions"):
         EnvServer("textgym/Sudoku-v0", max_sessions=0)
+
+
+def test_a_slow_pinned_puzzle_is_an_error_frame_and_the_server_stays_up(sudoku_server):
+    slow = ".....5.8....6.1.43..........1.5........1.6...3.......553.....61........4........."
+    with ws(sudoku_server) as sock:
+        reply = ask(sock, {"type": "reset", "data": {"options": {"task": {"puzzle": slow}}}})
+        assert reply["type"] == "error" and "search budget" in reply["data"]["message"]
+        assert ask(sock, {"type": "reset", "data": {"seed": 1}})["type"] == "observation"
+    with urllib.request.urlopen(sudoku_server.url + "/health", timeout=10) as r:
+        assert r.status == 200
