@@ -10,9 +10,13 @@ policy tokens and rounded to 3 decimals.
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any
+
+from textgym.view.records import RecordError
 
 _ASSETS = "textgym.view"
 _LOGPROB_DECIMALS = 3
@@ -40,6 +44,9 @@ def page_data(records: Iterable[Mapping[str, Any]], vocab: Mapping[int, str] | N
 
 
 def _episode(index: int, r: Mapping[str, Any], strings: _Strings) -> dict[str, Any]:
+    messages = r.get("messages") or []
+    if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages):
+        raise RecordError(f"{r.get('_source', 'a record')}: 'messages' must be a list of message objects")
     return {
         "i": index,
         "env": r.get("env_id"),
@@ -55,7 +62,7 @@ def _episode(index: int, r: Mapping[str, Any], strings: _Strings) -> dict[str, A
         "truncated": r.get("truncated"),
         "advantage": r.get("advantage"),
         "source": r.get("_source"),
-        "messages": [_message(m, strings) for m in r.get("messages") or ()],
+        "messages": [_message(m, strings) for m in messages],
         "verifications": r.get("verifications"),
         "tokens": _tokens(r),
     }
@@ -70,10 +77,16 @@ def _message(m: Mapping[str, Any], strings: _Strings) -> dict[str, Any]:
 
 
 def _tokens(r: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Ids, the policy spans (the loss mask as ``[start, end)`` runs) and their logprobs."""
+    """Ids, the policy spans (the loss mask as ``[start, end)`` runs) and their logprobs (None
+    where one is not a finite number)."""
     ids, mask = r.get("token_ids"), r.get("loss_mask")
     if not ids or mask is None:
         return None
+    where = r.get("_source", "a record")
+    if not isinstance(ids, list) or not all(type(t) is int for t in ids):
+        raise RecordError(f"{where}: 'token_ids' must be a list of integers")
+    if not isinstance(mask, list) or not all(m in (0, 1) and type(m) in (int, bool) for m in mask):
+        raise RecordError(f"{where}: 'loss_mask' must be a list of 0s and 1s")
     spans, start = [], None
     for t, m in enumerate([*mask, 0]):
         if m and start is None:
@@ -84,8 +97,16 @@ def _tokens(r: Mapping[str, Any]) -> dict[str, Any] | None:
     logprobs = r.get("logprobs")
     policy_lps = None
     if logprobs:
-        policy_lps = [round(float(logprobs[t]), _LOGPROB_DECIMALS) for a, b in spans for t in range(a, b)]
+        end = spans[-1][1] if spans else 0
+        if not isinstance(logprobs, list) or len(logprobs) < end:
+            raise RecordError(f"{where}: 'logprobs' must be a list covering the loss mask's {end} tokens")
+        policy_lps = [_logprob(logprobs[t]) for a, b in spans for t in range(a, b)]
     return {"ids": list(ids), "spans": spans, "logprobs": policy_lps}
+
+
+def _logprob(value: Any) -> float | None:
+    number = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else math.nan
+    return round(number, _LOGPROB_DECIMALS) if math.isfinite(number) else None
 
 
 def decode_vocab(tokenizer: Any, records: Sequence[Mapping[str, Any]]) -> dict[int, str]:
@@ -95,18 +116,29 @@ def decode_vocab(tokenizer: Any, records: Sequence[Mapping[str, Any]]) -> dict[i
 
 
 def render(data: Mapping[str, Any]) -> str:
-    """The HTML page for ``data`` (see :func:`page_data`), with every asset inlined."""
+    """The HTML page for ``data`` (see :func:`page_data`), with every asset inlined.
+
+    Each placeholder is filled in one pass, so no inserted text (a path naming a placeholder)
+    is ever filled again; lone surrogates (a record's ``"\\ud800"``, a file name's stray byte)
+    become U+FFFD, which UTF-8 can write.
+    """
     files = resources.files(_ASSETS)
     page = (files / "page.html").read_text(encoding="utf-8")
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     # No record text may close the <script> element: "<" only occurs inside JSON strings.
     payload = payload.replace("<", "\\u003c")
-    return (
-        page.replace("/*VIEW_CSS*/", (files / "view.css").read_text(encoding="utf-8"))
-        .replace("/*VIEW_JS*/", (files / "view.js").read_text(encoding="utf-8"))
-        .replace("__VIEW_TITLE__", _escape(str(data.get("title", "textgym view"))))
-        .replace("/*VIEW_DATA*/", payload)
-    )
+    parts = {
+        "/*VIEW_CSS*/": (files / "view.css").read_text(encoding="utf-8"),
+        "/*VIEW_JS*/": (files / "view.js").read_text(encoding="utf-8"),
+        "__VIEW_TITLE__": _escape(str(data.get("title", "textgym view"))),
+        "/*VIEW_DATA*/": payload,
+    }
+    html = _PLACEHOLDERS.sub(lambda m: parts[m.group(0)], page)
+    return _SURROGATES.sub("\ufffd", html)
+
+
+_PLACEHOLDERS = re.compile("|".join(re.escape(p) for p in ("/*VIEW_CSS*/", "/*VIEW_JS*/", "__VIEW_TITLE__", "/*VIEW_DATA*/")))
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def _escape(text: str) -> str:

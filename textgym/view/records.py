@@ -9,6 +9,7 @@ are read as plain dicts, so a record of any age loads: fields it predates are si
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -61,23 +62,35 @@ def sources(paths: Sequence[str | os.PathLike]) -> list[Source]:
 def read(source: Source) -> Iterator[dict[str, Any]]:
     """The records of one file, each with ``_source`` (``file:line``) added.
 
+    JSON has no NaN or infinity, though Python writes them: such a value (``NaN``, ``-Infinity``,
+    ``1e999``) is read as its text, so that no record holds a float the page's JSON cannot.
+
     Raises:
-        RecordError: A line is not a JSON object with the fields every record has had
-            (``env_id``, ``messages``, ``reward``).
+        RecordError: A line is not UTF-8, or not a JSON object with the fields every record
+            has had (``env_id``, ``messages``, ``reward``).
     """
-    with open(source.path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
+    with open(source.path, "rb") as fh:
+        for number, raw in enumerate(fh, 1):
             where = f"{source.path}:{number}"
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RecordError(f"{where} is not JSON ({exc.msg})") from None
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise RecordError(f"{where} is not UTF-8 text (byte {exc.start + 1} of the line)") from None
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line, parse_constant=str, parse_float=_finite_or_text)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                raise RecordError(f"{where} is not JSON ({getattr(exc, 'msg', 'nested too deeply')})") from None
             if not isinstance(record, dict) or not {"env_id", "messages", "reward"} <= record.keys():
                 raise RecordError(f"{where} is not a rollout record (it needs env_id, messages and reward)")
             record["_source"] = f"{source.path.name}:{number}"
             yield record
+
+
+def _finite_or_text(text: str) -> float | str:
+    value = float(text)
+    return value if math.isfinite(value) else text
 
 
 def tokenizer_dir(found: Sequence[Source]) -> Path | None:

@@ -22,7 +22,21 @@
     return el;
   }
   const text = (m) => STRINGS[m.c];
-  const fmt = (x, digits) => (x === null || x === undefined ? "" : typeof x === "number" ? x.toFixed(digits) : String(x));
+  const num = (x) => (typeof x === "number" && Number.isFinite(x) ? x : 0);
+  const asText = (x) => { try { return JSON.stringify(x, null, 2) ?? String(x); } catch (e) { return String(x); } };
+
+  // A part of the page built from a record's field; a field of a shape the panel does not know
+  // (a record from another version, or hand-edited) shows as its data instead of stopping the page.
+  function guarded(what, raw, build) {
+    try {
+      return build();
+    } catch (e) {
+      return h("div", { class: "unshown" },
+        h("p", { class: "note" }, `This record's ${what} could not be drawn (${e.message}); its data as recorded:`),
+        h("pre", { class: "box" }, asText(raw)));
+    }
+  }
+  const fmt = (x, digits) => (x === null || x === undefined ? "" : typeof x === "number" ? x.toFixed(digits) : typeof x === "object" ? asText(x) : String(x));
   const endBadge = (end) => h("span", { class: "end end-" + (end || "unknown") }, end || "unrecorded");
   const fileOf = (ep) => (ep.source || "").replace(/:\d+$/, "");
 
@@ -125,10 +139,12 @@
         meta("policy", ep.policy), meta("step", ep.step), meta("seed", ep.seed), meta("group", ep.group),
         meta("reward", fmt(ep.reward, 3)), meta("success", ep.success ? "yes" : "no"), h("span", {}, "end ", endBadge(ep.end)),
         meta("turns", ep.turns), meta("advantage", fmt(ep.advantage, 3)), meta("record", ep.source)),
-      groupPanel(ep),
-      h("h3", {}, "Conversation"), h("div", { id: "conversation" }, ep.messages.map(message)),
-      h("h3", {}, envTitle(ep)), h("div", { id: "env-panel" }, envPanel(ep)),
-      h("h3", {}, "Tokens"), h("div", { id: "token-panel" }, tokenPanel(ep))].filter(Boolean));
+      guarded("group", ep.group, () => groupPanel(ep)),
+      h("h3", {}, "Conversation"),
+      h("div", { id: "conversation" }, ep.messages.map((m) => guarded("message", { ...m, content: text(m) }, () => message(m)))),
+      h("h3", {}, guarded("verification", null, () => envTitle(ep))),
+      h("div", { id: "env-panel" }, guarded("verification", ep.verifications, () => envPanel(ep))),
+      h("h3", {}, "Tokens"), h("div", { id: "token-panel" }, guarded("tokens", ep.tokens, () => tokenPanel(ep)))].filter(Boolean));
     detail.scrollTop = 0;
   }
   const meta = (k, v) => (v === null || v === undefined || v === "" ? null : h("span", {}, k + " ", h("b", {}, String(v))));
@@ -139,7 +155,7 @@
     const mine = key(ep);
     const siblings = EPISODES.filter((e) => key(e) === mine);
     if (siblings.length < 2) return null;
-    const rewards = siblings.map((e) => e.reward || 0);
+    const rewards = siblings.map((e) => num(e.reward));
     const mean = rewards.reduce((a, b) => a + b, 0) / rewards.length;
     return h("div", { id: "group-panel" },
       h("h3", {}, `Group ${ep.group}: ${siblings.length} episodes, mean reward ${mean.toFixed(3)}`),
@@ -173,7 +189,12 @@
 
   // ----- env panels -----
 
-  const verdict = (ep) => (ep.verifications && ep.verifications.length ? ep.verifications[ep.verifications.length - 1].verification : null);
+  const verdict = (ep) => {
+    const all = ep.verifications;
+    if (!Array.isArray(all) || !all.length) return null;
+    const last = all[all.length - 1];
+    return last && typeof last === "object" ? last.verification : last;
+  };
 
   function envTitle(ep) {
     const v = verdict(ep);
@@ -306,10 +327,11 @@
     let k = 0;
     for (const [a, b] of t.spans) for (let j = a; j < b; j++) policy[j] = k++;
     const lps = t.logprobs || [];
-    const mean = lps.length ? lps.reduce((a, b) => a + b, 0) / lps.length : null;
+    const finite = lps.filter((x) => typeof x === "number");
+    const mean = finite.length ? finite.reduce((a, b) => a + b, 0) / finite.length : null;
     const info = h("div", { id: "tokinfo" }, "hover a token: its id, whether it is trained, and the sampler's logprob");
     const spans = t.ids.map((id, j) => {
-      const p = policy[j], lp = p >= 0 && t.logprobs ? lps[p] : null;
+      const p = policy[j], lp = p >= 0 && typeof lps[p] === "number" ? lps[p] : null;
       const shown = VOCAB ? VOCAB[id] ?? `[${id}]` : `[${id}] `;
       let cls = p >= 0 ? "p" : "e";
       if (lp !== null && lp < -4) cls += " vlow";
