@@ -76,3 +76,24 @@ def test_a_check_that_loops_forever_fails_its_test_and_the_env_goes_on(env):
     obs, reward, terminated, truncated, info = play(env, task, "def f(x): return x")
     assert reward == 0.0 and terminated and info["end_reason"] == "failure"
     assert "check failed in its sandbox" in info["verification"]["tests"][0]["error"]
+
+
+def test_pinned_tasks_and_their_plans_are_not_kept_after_the_env_lets_go():
+    """A served client's pinned tasks (and their checks' plans) leave with the envs that hold them."""
+    import gc
+
+    from textgym.envs.code import checks, formats
+
+    env = CodeEnv(max_attempts=1)
+    for k in range(5):
+        task = {"prompt": f"def f(x):\n    '''{'x' * 100_000}{k}'''\n", "entry_point": "f",
+                "test": f"def check(c):\n    assert c({k}) == {k}\n    assert c(c({k})) == {k}\n"}
+        play(env, task, "def f(x): return x")
+    same = dict(task)
+    env.reset(seed=0, options={"task": same})  # the task held: found again, not parsed again
+    assert env.unwrapped.task is formats.cached_task_from_dict(same)
+    env.close()
+    del env
+    gc.collect()
+    assert not any("x" * 100_000 in str(key) for key in formats._cache.keys())
+    assert not any("x" * 100_000 in key for key in checks._plans.keys())
