@@ -1,4 +1,4 @@
-"""Every registered textgym id honours the Gymnasium contract (DESIGN.md, environment contract)."""
+"""Every registered textgym id honours the Gymnasium contract (docs/design.md, "Environment contract")."""
 
 import gymnasium as gym
 import pytest
@@ -6,6 +6,7 @@ from gymnasium.utils.env_checker import check_env
 
 import textgym
 from textgym.error import InvalidTask
+from textgym.policies.random import RandomPolicy
 from textgym.registration import ENVS
 
 IDS = [entry.id for entry in ENVS]
@@ -24,13 +25,34 @@ def test_check_env_unwrapped(env_id):
     env.close()
 
 
+def _play(env_id: str, seed: int, policy: str) -> list[tuple]:
+    """Every (observation, reward, terminated, truncated, info) of one whole episode, reset included."""
+    env = gym.make(env_id)
+    random = RandomPolicy(seed)
+    obs, info = env.reset(seed=seed)
+    steps = [(obs, None, False, False, info)]
+    for _ in range(env.unwrapped.max_turns):
+        action = env.unwrapped.oracle_action() if policy == "oracle" else random.act([obs], [info]).actions[0]
+        obs, reward, terminated, truncated, info = env.step(action)
+        steps.append((obs, reward, terminated, truncated, info))
+        if terminated or truncated:
+            break
+    assert isinstance(env.unwrapped, textgym.TextEnv)
+    env.close()
+    return steps
+
+
+@pytest.mark.parametrize("policy", ["oracle", "random"])
 @pytest.mark.parametrize("env_id", IDS)
-def test_same_seed_same_observation(env_id):
-    a, b = gym.make(env_id), gym.make(env_id)
-    obs_a, info_a = a.reset(seed=123)
-    obs_b, info_b = b.reset(seed=123)
-    assert obs_a == obs_b and info_a == info_b
-    assert isinstance(a.unwrapped, textgym.TextEnv) and a.unwrapped.task == b.unwrapped.task
+def test_same_seed_same_episode(env_id, policy):
+    """Two envs given the same seed and the same actions give the same episode, step by step."""
+    for seed in (0, 123):
+        first, second = _play(env_id, seed, policy), _play(env_id, seed, policy)
+        assert first[-1][2] or first[-1][3], "the episode ended"
+        assert len(first) == len(second)
+        for turn, (a, b) in enumerate(zip(first, second)):
+            for field, x, y in zip(("observation", "reward", "terminated", "truncated", "info"), a, b):
+                assert x == y, f"{env_id} seed {seed}, {policy}: the {field} of turn {turn} differs"
 
 
 @pytest.mark.parametrize("env_id", IDS)
