@@ -116,7 +116,7 @@ class TextArenaAdapter:
 
 
 class FloorAdapter(TextgymAdapter):
-    """The floor of issue 14: the same episodes' actions, each stepped into an env made with
+    """The floor: the same episodes' actions, each stepped into an env made with
     ``gym.make`` whose step only appends the action as one message to the conversation it
     returns (what any env that returns the whole conversation must do at least)."""
 

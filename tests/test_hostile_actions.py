@@ -1,6 +1,6 @@
 """Hostile assistant turns in every registered env: feedback for the agent, never an exception.
 
-Each attack is one an adversarial pass found (issue 14): JSON nested past the decoder's recursion
+Each attack is one that once crashed or stalled an env: JSON nested past the decoder's recursion
 limit, a number past Python's int-string limit, the same inside a dict action's arguments, and
 values JSON cannot hold. The episode must go on, with the error in ``info["error"]`` (in an env
 without tools, text is no tool call: Code-v0 grades it as a program that does not load).

@@ -146,7 +146,7 @@ def test_decode_json_turns_every_decoder_failure_into_a_value_error():
 
 
 def test_the_shortest_text_calls_past_the_limits_are_still_rejected():
-    # Short calls skip the depth and int-size walk (issue 14); the shortest calls that break a
+    # Short calls skip the depth and int-size walk; the shortest calls that break a
     # limit are longer than that bound, so they are caught as before.
     from textgym.parsing import MAX_ARGUMENT_DEPTH
 

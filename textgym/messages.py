@@ -2,8 +2,8 @@
 
 An observation is the whole conversation as a tuple of messages. Because messages never change
 once made, every later observation shares them: a step appends one message instead of copying
-the conversation (DESIGN.md, Gymnasium facts). ``thaw`` turns them back into plain dicts for
-JSON, chat templates and HTTP clients.
+the conversation (Gymnasium's ``check_env`` lets observations share immutable objects).
+``thaw`` turns them back into plain dicts for JSON, chat templates and HTTP clients.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ _STR = frozenset({str})
 
 def all_str(values: Iterable[Any]) -> bool:
     """Whether every value is exactly a ``str``: one C loop (``issuperset`` over ``map(type, ...)``),
-    cheaper than a generator's frames on the hot paths that ask it of each message (issue 14)."""
+    cheaper than a generator's frames on the hot paths that ask it of each message."""
     return _STR.issuperset(map(type, values))
 
 
@@ -123,8 +123,8 @@ def message(role: str, content: str, **extra: Any) -> FrozenDict:
 
 
 # The helpers below are message() for one role each, written out down to the slot write: every
-# step makes two or three messages, and they are a good part of a Sudoku step (issue 14's floor
-# is one appended message). Anything but plain str arguments goes through message().
+# step makes two or three messages, and they are a good part of a Sudoku step (the
+# cheapest possible step appends one message). Anything but plain str arguments goes through message().
 
 
 def system(content: str) -> FrozenDict:

@@ -12,7 +12,7 @@ JSON string is part of the argument, not the end of the block. Problems are coll
 human-readable ``errors`` for the agent; the parser itself never raises on agent text, nor on a
 dict action's values: JSON nested past the decoder's recursion limit, numbers past Python's
 int-string limit, arguments nested deeper than :data:`MAX_ARGUMENT_DEPTH` and values that are not
-JSON (bytes, sets, objects) are all errors for the agent (issue 14). ``max_chars`` bounds a dict
+JSON (bytes, sets, objects) are all errors for the agent, never crashes. ``max_chars`` bounds a dict
 action like a text one: content plus its tool calls counted as the same turn written as text.
 """
 

@@ -12,7 +12,7 @@ rendered as ``<tool_call>`` JSON, consecutive tool results are grouped into one 
 every past turn verbatim, so it is prefix-preserving (see :mod:`textgym.wrappers.token_observation`).
 
 :class:`ByteCodec` encodes and decodes for such a tokenizer as its ``tokenizers`` backend does,
-~100x faster (TokenObservation's per-step tokenizer work, issue 14).
+~100x faster (the tokenizer work of every TokenObservation step).
 
 transformers and tokenizers are imported only when a tokenizer is built (the ``tokens`` extra).
 """
@@ -147,7 +147,7 @@ class ByteCodec:
     to its byte token, and decoding is the inverse followed by UTF-8 decoding with U+FFFD for
     malformed bytes. The ``tokenizers`` library does this one Python-visible call per text but
     ~0.5 us per byte (it tracks offsets for every character), so a Workplace tool schema list
-    (18 KiB) took ~10 ms to encode and a KiB tool result ~0.5 ms (issue 14). Here it is one
+    (18 KiB) took ~10 ms to encode and a KiB tool result ~0.5 ms. Here it is one
     regex split and a table lookup in numpy.
 
     :meth:`of` builds one only for a backend whose serialisation says exactly that: no normalizer,
@@ -218,7 +218,7 @@ class ByteCodec:
             return self._bytes_to_ids(text.encode())
         if self._identity and len(text) <= _SHORT:
             # A short text (an env turn) as one list: fewer distinct numpy calls, which cost more
-            # than the per-byte work here between env steps that evict the caches (issue 14).
+            # than the per-byte work here between env steps that evict the caches.
             listed = list(parts[0].encode())
             for k in range(1, len(parts), 2):
                 listed.append(self._added[parts[k]])
@@ -240,7 +240,7 @@ class ByteCodec:
             return self.encode(text).tobytes()
         # Each id as one character (a byte as the Latin-1 character of its value, an added token
         # as chr(id)), written out as UTF-32: the int32 ids, all in C and without numpy, which
-        # costs more between env steps that evict the caches (issue 14).
+        # costs more between env steps that evict the caches.
         parts = self._split(text) if self._split is not None else [text]  # text, token, ..., text
         parts[0::2] = [part.encode().decode("latin-1") for part in parts[0::2]]
         parts[1::2] = [self._chars[token] for token in parts[1::2]]
@@ -257,7 +257,7 @@ class ByteCodec:
             ids = ids.tolist()
         try:
             # One lookup per id: fewer distinct numpy calls than a vectorised path, which matters
-            # more than per-id speed between env steps that evict the caches (issue 14). An added
+            # more than per-id speed between env steps that evict the caches. An added
             # token's bytes are its ASCII text: decoding the whole byte string at once is then the
             # same as tokenizers' decoding of the bytes between added tokens one by one.
             raw = b"".join(map(self._bytes_of.__getitem__, ids))

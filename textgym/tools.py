@@ -36,7 +36,7 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # name@domain where the domain has a dot with text on both sides. Written so that no two parts can
 # match the same characters (the domain's first dot after its first character ends its first
 # part), which keeps matching linear: the obvious ``@[^@\s]+\.[^@\s]+$`` backtracks
-# quadratically on "a@" + "b." * 16284 + "@" (~5 s; issue 14).
+# quadratically on "a@" + "b." * 16284 + "@" (~5 s).
 EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s][^@\s.]*\.[^@\s]+$")
 
 
@@ -67,7 +67,7 @@ class Encoded(dict):
     """A tool's dict result that carries its own JSON text (``json``, exactly what
     :func:`to_json` gives for the dict): :meth:`Toolset.call` sends that text instead of encoding
     the dict again. For results built from parts encoded once, such as a search page of a world's
-    rows, whose encoding is otherwise the larger part of a call (issue 14)."""
+    rows, whose encoding is otherwise the larger part of a call."""
 
     __slots__ = ("json",)
 

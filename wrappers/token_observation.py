@@ -135,7 +135,7 @@ class TokenObservation(gym.Wrapper):
         self._chunks: list[int] = []  # their sizes
         # The chunks joined, as the bytes of int32 ids (appending a turn writes only its ids, and
         # no numpy call: between env steps, which evict the caches, each distinct numpy call cost
-        # 5-20 us, issue 14); never handed out (copies are).
+        # 5-20 us); never handed out (copies are).
         self._context = bytearray()
         self._policy: list[bool] = []
         self._logprobs: list[np.ndarray | None] = []  # one per policy chunk
@@ -300,7 +300,7 @@ class TokenObservation(gym.Wrapper):
 
         The byte codec's decoding fails on any id it does not know, which are all ids outside the
         vocabulary: where it succeeds, the range check is implied (a stop token left out of
-        ``body`` is a special id). Checking separately cost more than the decoding (issue 14).
+        ``body`` is a special id). Checking separately cost more than the decoding.
         """
         text = self._codec.decode_known(body) if self._ids_known_valid else None
         if text is None:
@@ -328,7 +328,7 @@ class TokenObservation(gym.Wrapper):
 
         The rendering must be the previous one, the assistant's text verbatim, the closing and
         then the env's part: that one comparison is the prefix check of the three renderings in
-        :meth:`_closing` and :meth:`_env_turn` (issue 14: they were ~20 ms per Sudoku episode).
+        :meth:`_closing` and :meth:`_env_turn` (they were ~20 ms per Sudoku episode).
         A turn it does not fit (tool calls in the message, a template that trims or rewrites)
         goes the slow way, which checks each part and explains a failure. Where the template has
         the shape of :mod:`~textgym._chat_templates.tail`, both renderings are compared from the
@@ -499,7 +499,7 @@ def _as_conversation(conversation: Any, known: tuple = ()) -> tuple:
     if isinstance(conversation, Sequence):
         conversation = tuple(conversation)
         # The known messages compared as one tuple (identity first, in C): a generator over the
-        # whole conversation was ~10 us of a Workplace step after the env's (issue 14).
+        # whole conversation was ~10 us of a Workplace step after the env's.
         old = conversation[: len(known)]
         if (old == known or all(m is k or isinstance(m, Mapping) for m, k in zip(old, known))) and all(
             type(m) is FrozenDict or isinstance(m, Mapping) for m in conversation[len(known) :]

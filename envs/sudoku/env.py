@@ -242,7 +242,7 @@ class SudokuEnv(TextEnv):
 
     def step(self, action: Any):
         """TextEnv's step, answering the usual action, one move written exactly as :data:`MOVE`
-        with on-board values, without parsing it (issue 14: parsing was a third of a 4x4 step).
+        with on-board values, without parsing it (parsing was a third of a 4x4 step).
 
         The reply is the one the general path gives: the same messages, reward and info (a test
         steps thousands of actions through both). A move ``place`` refuses changed nothing, so it

@@ -81,7 +81,7 @@ def to_string(cells: Sequence[int]) -> str:
     """The compact one-line form used in task records (``.`` for blanks).
 
     Byte translation: several times faster than joining characters, and every verdict draws
-    three grids (issue 14).
+    three grids.
 
     >>> to_string([1, 0, 3, 9])
     '1.39'
@@ -121,7 +121,7 @@ def format_board(cells: Sequence[int], size: int, compact: bool = False) -> str:
 @cache
 def cell_offsets(size: int, compact: bool = False) -> tuple[int, ...]:
     """Where each cell's character stands in :func:`format_board`'s text, so that a move redraws
-    the board by replacing one character instead of formatting every cell (issue 14).
+    the board by replacing one character instead of formatting every cell.
 
     >>> text = format_board([0] * 16, 4)
     >>> [text[k] for k in cell_offsets(4)] == ["."] * 16

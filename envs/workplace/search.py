@@ -2,7 +2,7 @@
 
 A search word matches a row when it appears, ignoring ASCII case, in one of the table's
 ``search`` columns: ``col LIKE '%word%'`` per column, which SQLite answers by decoding every
-character of the table (~150 us for the default world's 320 emails, issue 14). A world's rows
+character of the table (~150 us for the default world's 320 emails). A world's rows
 never change, so a :class:`WordIndex` holds them in the table's search order, folds their
 searched text once per world and notes which rows hold each 3-byte sequence: a word's
 candidates are the rows holding all of its sequences, and a substring test decides. A page of

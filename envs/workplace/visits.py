@@ -2,7 +2,7 @@
 
 No tool writes the analytics table, so its counts are the world's: a count over a date range
 is a slice of the sorted days (two bisections) instead of a ``GROUP BY`` over every visit
-(~60-90 us for the default world's 442, issue 14), and a total per source is a difference of
+(~60-90 us for the default world's 442), and a total per source is a difference of
 running sums. The counts themselves come from SQL when the world is built, so they are SQL's;
 the tools count by SQL again when rows changed behind their back (``SessionRows.indexed``).
 Dates are text, compared as SQLite compares text (UTF-8 byte order is code point order, which

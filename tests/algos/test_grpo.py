@@ -150,7 +150,7 @@ def test_fine_bucket_wastes_little_and_keeps_shapes_few():
     assert all(b - n < max(16, n / 8) for n, b in sizes.items())  # a sixteenth of the power of two above n
     for low in (256, 512, 1024, 2048):  # 8 shapes per doubling (16 steps of 16 below 256)
         assert len({b for n, b in sizes.items() if low < n <= 2 * low}) == 8
-    assert fine_bucket(450) == 480  # issue 14's prompts: 512 would pad them by 14%
+    assert fine_bucket(450) == 480  # the sampler benchmark's 450-token prompts: 512 would pad them by 14%
 
 
 # --- aggregation -----------------------------------------------------------------------------

@@ -237,7 +237,7 @@ def test_several_moves_per_turn_apply_in_order_and_own_digits_can_be_overwritten
 
 
 def test_the_board_drawn_after_every_turn_is_the_board_held():
-    # The env redraws the board one character per move (issue 14): after any mix of moves,
+    # The env redraws the board one character per move: after any mix of moves,
     # overwrites, conflicts and bad cells, the text shown is the board as format_board draws it.
     import random
 

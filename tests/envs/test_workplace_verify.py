@@ -341,7 +341,7 @@ def test_fuzzed_arguments_either_succeed_or_change_nothing(env, calls):
 
 
 def test_doing_nothing_solves_no_generated_task_over_seeds_0_to_3999():
-    """Issue 14: seed 196 asked to rename 'Design Review' to 'Design review', which the verifier
+    """Seed 196 once asked to rename 'Design Review' to 'Design review', which the verifier
     (casefolding) already saw as done, so "Nothing." scored 1.0."""
     env = WorkplaceEnv()
     solved = []
