@@ -26,6 +26,7 @@ __all__ = ["EVAL_SEED_OFFSET", "SFT_SEED_OFFSET", "SFTConfig", "TrainConfig", "d
 
 Backend = Literal["jax", "torch"]
 Template = Literal["auto", "model", "compact"]
+TemplateBreak = Literal["raise", "new_sample"]
 VectorMode = Literal["sync", "async"]
 
 # Fields that SFTConfig and TrainConfig share mean the same thing: one text each.
@@ -38,6 +39,9 @@ _PRESET = ("The named preset (:data:`textgym.algos.recipes.PRESETS`, e.g. ``sudo
 _TEMPLATE = ("``model``: the checkpoint's template; ``compact``: the tiny template without its system turn and "
              "tool list (a tiny model learns the task from examples, not from instructions; prompts are ~15x "
              "shorter); ``auto``: compact for ``tiny``, the model's own for others.")
+_TEMPLATE_BREAK = ("Where the chat template rewrites earlier turns (Qwen3's dropping of past ``<think>`` blocks): "
+                   "``raise`` a TemplateError, or ``new_sample``: split the episode there into training samples "
+                   "that share its advantage (see ``TokenObservation`` and docs/tokens.md).")
 _THREADS = ("Intra-op CPU threads of the backend (``None``: the framework's default); see "
             ":func:`textgym.algos.backends.load_backend`.")
 _ORACLE_KWARGS = ("Keyword arguments of the env's ``oracle_action`` (``None``: none); Sudoku's ``{\"place\": 16}`` "
@@ -77,6 +81,7 @@ class SFTConfig:
         16, "Sequences per forward/backward (gradients accumulate).", **warm_start("grpo.micro_batch_size"))
     trainable_layers: int | None = option(None, _TRAINABLE, **warm_start("grpo.trainable_layers"))
     chat_template: Template = option("auto", _TEMPLATE, **warm_start("chat_template"))
+    on_template_break: TemplateBreak = option("raise", _TEMPLATE_BREAK, **warm_start("on_template_break"))
     seed: int = option(0, "Seeds the tiny model's init, the demonstrations' tasks and their order.", **warm_start("seed"))
     num_envs: int = option(32, "Vector env width when collecting demonstrations.")
     threads: int | None = option(None, _THREADS, **warm_start("threads"))
@@ -129,6 +134,7 @@ class TrainConfig:
     num_envs: int = option(64, "Vector env width (at most the episodes per step).")
     vectorization_mode: VectorMode = option("sync", "``sync`` or ``async`` sub-envs.")
     chat_template: Template = option("auto", _TEMPLATE)
+    on_template_break: TemplateBreak = option("raise", _TEMPLATE_BREAK)
     eval_episodes: int = option(
         128, "Held-out episodes (task seeds from ``EVAL_SEED_OFFSET``, whatever ``seed`` is) per evaluation.")
     eval_every: int = option(10, "Evaluate every this many steps (and before the first and after the last).")

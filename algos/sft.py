@@ -47,6 +47,7 @@ def demonstrations(
     seeds: Sequence[int],
     num_envs: int,
     oracle_kwargs: dict[str, Any] | None = None,
+    on_template_break: str = "raise",
 ) -> list[Rollout]:
     """Oracle episodes as token rollouts, with each turn's closing end-of-turn token trained too.
 
@@ -59,7 +60,7 @@ def demonstrations(
     from textgym.policies.oracle import OraclePolicy
     from textgym.rollout import collect
 
-    venv = token_venv(env, env_kwargs, tokenizer, template, min(num_envs, len(seeds)))
+    venv = token_venv(env, env_kwargs, tokenizer, template, min(num_envs, len(seeds)), on_template_break=on_template_break)
     try:
         oracle = _Oracle(venv, oracle_kwargs) if oracle_kwargs else OraclePolicy(venv)
         rollouts = collect(venv, oracle, seeds=list(seeds), group_size=1, env_id=env)
@@ -105,7 +106,8 @@ def sft(config: SFTConfig) -> Path:
     tokenizer = models.load_tokenizer(model_dir)
     tree = SeedTree(config.seed)
     seeds = tree.demo_seeds(config.demos)
-    demos = demonstrations(config.env, config.env_kwargs, tokenizer, template, seeds, config.num_envs, config.oracle_kwargs)
+    demos = demonstrations(config.env, config.env_kwargs, tokenizer, template, seeds, config.num_envs, config.oracle_kwargs,
+                           config.on_template_break)
     solved = float(np.mean([r.success for r in demos]))
     if solved == 0:
         raise RuntimeError(f"the oracle of {config.env} solved none of {len(seeds)} demonstration tasks")

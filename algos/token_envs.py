@@ -30,9 +30,10 @@ def token_venv(
     template: str | None,
     num_envs: int,
     vectorization_mode: str = "sync",
+    on_template_break: str = "raise",
 ) -> gym.vector.VectorEnv:
     """A vector env of ``env`` whose sub-envs observe and act in token ids."""
     from textgym.wrappers import TokenObservation
 
-    wrap = partial(TokenObservation, tokenizer=tokenizer, chat_template=template)
+    wrap = partial(TokenObservation, tokenizer=tokenizer, chat_template=template, on_template_break=on_template_break)
     return gym.make_vec(env, num_envs=num_envs, vectorization_mode=vectorization_mode, wrappers=[wrap], **dict(env_kwargs))

@@ -81,7 +81,8 @@ def train(config: TrainConfig) -> dict[str, Any]:
     episodes = config.prompts_per_step * grpo.group_size
 
     def venvs(width: int) -> dict[str, Any]:
-        return {env: token_envs.token_venv(env, config.kwargs_of(env), tokenizer, template, min(config.num_envs, width), config.vectorization_mode)
+        return {env: token_envs.token_venv(env, config.kwargs_of(env), tokenizer, template, min(config.num_envs, width),
+                                           config.vectorization_mode, config.on_template_break)
                 for env in config.envs}
 
     train_venvs, eval_venvs = venvs(episodes), venvs(config.eval_episodes)

@@ -38,6 +38,10 @@ class TokenTrajectory:
             unless every policy turn gave them.
         turn_spans: ``[start, end)`` of each policy turn in ``token_ids``.
         messages: The final conversation.
+        sample_spans: ``[start, end)`` of each training sample in ``token_ids`` when the episode
+            was split where the chat template rewrote earlier turns
+            (``TokenObservation(on_template_break="new_sample")``): each sample is a sequence of
+            its own (its prompt, then its turns); None when the episode is one sample.
     """
 
     token_ids: np.ndarray
@@ -45,6 +49,7 @@ class TokenTrajectory:
     logprobs: np.ndarray | None
     turn_spans: tuple[tuple[int, int], ...]
     messages: tuple[Mapping[str, Any], ...]
+    sample_spans: tuple[tuple[int, int], ...] | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TokenTrajectory):
@@ -58,6 +63,7 @@ class TokenTrajectory:
             and same_lps
             and self.turn_spans == other.turn_spans
             and self.messages == other.messages
+            and self.sample_spans == other.sample_spans
         )
 
     __hash__ = None  # mutable arrays inside
@@ -80,6 +86,9 @@ class Rollout:
     reports one per submission): what ``textgym view`` draws the board, diff or tests from.
     ``env_kwargs`` are the ``gym.make`` keyword arguments the env was made with (those that are
     JSON values), so that ``textgym eval reverify`` can replay the episode in a fresh env.
+    ``sample_spans`` is the ``[start, end)`` of each training sample in ``token_ids`` when the
+    token wrapper split the episode at a chat template's rewrite of earlier turns (None: one
+    sample); the trainers pack each sample as its own row, all with the episode's advantage.
     """
 
     env_id: str
@@ -102,14 +111,16 @@ class Rollout:
     turn_timing: list[dict[str, float]] | None = None
     verifications: list[dict[str, Any]] | None = None
     env_kwargs: dict[str, Any] | None = None
+    sample_spans: list[tuple[int, int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self) | {"messages": thaw(self.messages)}
         for name in _ARRAYS:
             if d[name] is not None:
                 d[name] = np.asarray(d[name]).tolist()
-        if d["turn_spans"] is not None:
-            d["turn_spans"] = [list(s) for s in d["turn_spans"]]
+        for name in ("turn_spans", "sample_spans"):
+            if d[name] is not None:
+                d[name] = [list(s) for s in d[name]]
         return d
 
     @classmethod
@@ -119,8 +130,9 @@ class Rollout:
         for name, dtype in _ARRAYS.items():
             if kwargs.get(name) is not None:
                 kwargs[name] = np.asarray(kwargs[name], dtype=dtype)
-        if kwargs.get("turn_spans") is not None:
-            kwargs["turn_spans"] = [tuple(s) for s in kwargs["turn_spans"]]
+        for name in ("turn_spans", "sample_spans"):
+            if kwargs.get(name) is not None:
+                kwargs[name] = [tuple(s) for s in kwargs[name]]
         return cls(**kwargs)
 
 
@@ -170,6 +182,7 @@ def _features(rollouts: Sequence[Rollout]) -> Any:
             "loss_mask": List(Value("int8")),
             "logprobs": List(Value("float32")),
             "turn_spans": List(List(Value("int64"))),
+            "sample_spans": List(List(Value("int64"))),
             "group": Value("int64"),
             # Arrow has no empty structs: records without timings keep theirs as (empty) JSON.
             "timing": {k: Value("float64") for k in timing_keys} if timing_keys else Json(),
@@ -424,6 +437,7 @@ def _record(
         loss_mask=None if trajectory is None else trajectory.loss_mask,
         logprobs=None if trajectory is None else trajectory.logprobs,
         turn_spans=None if trajectory is None else [tuple(s) for s in trajectory.turn_spans],
+        sample_spans=None if trajectory is None or trajectory.sample_spans is None else [tuple(s) for s in trajectory.sample_spans],
         group=episode.index // group_size,
         timing=timing,
         tools=thaw(list(tools)) if tools else None,

@@ -16,7 +16,10 @@ difference between the renderings of the conversation with and without the env's
 Only that text is tokenized. It needs a *prefix-preserving* template (rendering more messages
 only appends text); every step checks this, and a template that rewrites earlier turns (Qwen3's
 removal of past ``<think>`` blocks, a date in the system prompt) raises
-:class:`~textgym.error.TemplateError` naming the fix.
+:class:`~textgym.error.TemplateError` naming the fix, unless ``on_template_break="new_sample"``:
+then the episode's trajectory is split where the rendering stops extending the context, and the
+next sample starts with the template's fresh rendering as its prompt (prime-rl's way for
+thinking models; see :mod:`textgym.wrappers.token_samples`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from textgym.messages import FrozenDict, thaw
 from textgym.rollout import TokenTrajectory
 from textgym.spaces import TokenSequence
 from textgym.tool_prompt import probe as probe_tool_prompt
+from textgym.wrappers.token_samples import OnTemplateBreak, SampleSplitter, split_reasoning
 
 # Stands in for the assistant's text when the template's framing of a turn is measured.
 _PLACEHOLDER = "TextGym-Assistant-Turn"  # no edge whitespace: templates may trim
@@ -41,7 +45,8 @@ _MASK = {False: b"\0", True: b"\1"}  # a loss mask byte, by "is a policy token"
 _FIX = (
     "token-in/token-out needs a prefix-preserving chat template (rendering more messages must only "
     "append text): pass TokenObservation(env, tokenizer, chat_template=...) a template that renders "
-    "every past turn verbatim"
+    "every past turn verbatim, or TokenObservation(..., on_template_break=\"new_sample\") to start a new "
+    "training sample where the template rewrites earlier turns"
 )
 
 
@@ -76,6 +81,13 @@ class TokenObservation(gym.Wrapper):
             :func:`textgym.tokenizer.tiny_tokenizer`).
         chat_template: A Jinja template that replaces the tokenizer's own (e.g. a
             prefix-preserving variant of it).
+        on_template_break: ``"raise"`` (the default): a template that rewrites earlier turns is a
+            :class:`~textgym.error.TemplateError`. ``"new_sample"``: a step whose rendering does
+            not extend the current sample's text starts a new sample, whose prompt is the
+            template's rendering of the whole conversation (the observation is the current
+            sample's ids; ``TokenTrajectory.sample_spans`` gives each sample's span). In this
+            mode the env receives each sampled reply without its reasoning block (the text up
+            to ``</think>``), and the trajectory's messages keep it as ``reasoning_content``.
 
     Raises:
         TemplateError: The template is not prefix-preserving, renders the assistant's text other
@@ -96,8 +108,13 @@ class TokenObservation(gym.Wrapper):
         True
     """
 
-    def __init__(self, env: gym.Env, tokenizer: Any, *, chat_template: str | None = None):
+    def __init__(
+        self, env: gym.Env, tokenizer: Any, *, chat_template: str | None = None, on_template_break: OnTemplateBreak = "raise"
+    ):
         super().__init__(env)
+        if on_template_break not in ("raise", "new_sample"):
+            raise ValueError(f"on_template_break must be 'raise' or 'new_sample', got {on_template_break!r}")
+        self.on_template_break = on_template_break
         if not callable(getattr(tokenizer, "apply_chat_template", None)):
             raise TypeError(f"expected a Hugging Face tokenizer with a chat template, got {type(tokenizer).__name__}")
         if chat_template is None and not getattr(tokenizer, "chat_template", None):
@@ -123,7 +140,8 @@ class TokenObservation(gym.Wrapper):
         # texts of the loop's bodies of the messages from start on, then the footer's).
         self._head = ""
         self._tail: tuple[int, list[str]] | None = None
-        self._probe()
+        if on_template_break == "raise":
+            self._probe()
         self._conversation: tuple = ()
         # What the template is given for the conversation so far (tool_prompt's rewrite), grown one
         # step at a time, and how many messages of the conversation it covers.
@@ -140,6 +158,7 @@ class TokenObservation(gym.Wrapper):
         self._policy: list[bool] = []
         self._logprobs: list[np.ndarray | None] = []  # one per policy chunk
         self._done = True
+        self._samples: SampleSplitter | None = None  # on_template_break="new_sample": the samples so far
 
     # ----- Gymnasium API -----
 
@@ -162,11 +181,15 @@ class TokenObservation(gym.Wrapper):
         self._chat = []
         self._anchor()
         self._append((self._encode_raw(self._rendered), False))
+        if self.on_template_break == "new_sample":
+            self._samples = SampleSplitter([self._plain(m) for m in self._conversation], self._rendered)
         return self._ids(), info
 
     def step(self, action: Any):
         if self._done:
             raise ResetNeeded("call reset() before step()" if not self._chunks else "the episode has ended; call reset()")
+        if self._samples is not None:
+            return self._step_samples(action)
         previous = self._conversation
         cut = False  # sampled ids that end without a stop token: the sampler's max_new_tokens cut the turn
         if _is_mapping(action) and "ids" not in action:
@@ -205,6 +228,50 @@ class TokenObservation(gym.Wrapper):
                 info["end_reason"] = "length"
         return self._ids(), reward, terminated, truncated, info
 
+    def _step_samples(self, action: Any):
+        """``step`` with ``on_template_break="new_sample"``: one rendering of the whole conversation
+        per step, compared with the current sample's text; where it does not extend it, a new
+        sample starts (see :class:`~textgym.wrappers.token_samples.SampleSplitter`)."""
+        previous, samples = self._conversation, self._samples
+        prompt = samples.text  # the rendering of samples.messages, with the generation prompt
+        # The template's closing of an assistant turn, after a placeholder's text (a template may
+        # frame the last turn with more than its generation prompt, e.g. an empty think block).
+        framed = self._render([*samples.messages, {"role": "assistant", "content": _PLACEHOLDER}], generation_prompt=False)
+        at = framed.rfind(_PLACEHOLDER)
+        closing = framed[at + len(_PLACEHOLDER) :] if at >= 0 else ""
+        reasoning, cut = None, False
+        if _is_mapping(action) and "ids" not in action:  # an assistant message: its rendering is the policy's text
+            result = self._step_env(action, previous)
+            closed = self._render([*samples.messages, self._plain(self._conversation[len(previous)])], False)
+            if not (closed.startswith(prompt) and closed.endswith(closing)):
+                raise TemplateError("the chat template does not frame this assistant message like others; " + _FIX)
+            ids, logprobs = self._encode(closed[len(prompt) : len(closed) - len(closing)]), None
+        else:
+            ids, logprobs = self._sampled(action)
+            last = int(ids[-1]) if len(ids) else None
+            stop = self._special_text(last) if last in self._special_ids else ""
+            cut = not isinstance(action, str) and len(ids) > 0 and not stop
+            kept = bool(stop) and closing.startswith(stop)
+            reasoning, content = split_reasoning(self._sampled_text(ids, ids[:-1] if kept else ids))
+            result = self._step_env(content, previous)  # the env never sees the reasoning block
+        reward, terminated, truncated, info = result
+        new = [self._plain(m) for m in self._conversation[len(previous) :]]
+        if reasoning is not None:
+            new[0] = {**new[0], "reasoning_content": reasoning}
+        rendered = self._render([*samples.messages, *new], generation_prompt=not self._done)
+        env_text, fresh = samples.advance(self._decode(ids), new, rendered, self._done)
+        env_ids = self._encode_raw(env_text)  # may raise (a lossy tokenizer): before the context changes
+        self._logprobs.append(logprobs)
+        self._append((_raw(ids), True))
+        if fresh:
+            samples.starts.append((len(self._chunks), len(self._context)))
+        self._append((env_ids, False))
+        if self._done:
+            info = dict(info, trajectory=self.trajectory())
+            if cut and info.get("end_reason") in ("failure", "max_turns"):
+                info["end_reason"] = "length"
+        return self._ids(), reward, terminated, truncated, info
+
     def _step_env(self, action: Any, previous: tuple):
         conversation, reward, terminated, truncated, info = self.env.step(action)
         self._conversation = _as_conversation(conversation, previous)
@@ -218,7 +285,7 @@ class TokenObservation(gym.Wrapper):
         # Once the episode has ended the context is final (reset starts a new one), so the record
         # takes it as it is instead of a copy (~20 us a Workplace episode); before that it gets a
         # copy, since the context still grows (and a view of it would stop it from growing).
-        ids = np.frombuffer(self._context, np.int32) if self._done else self._ids()
+        ids = np.frombuffer(self._context if self._done else bytearray(self._context), np.int32)
         # As bytes, one numpy call (not one per turn): see _context.
         mask = np.frombuffer(bytearray().join(_MASK[p] * n for n, p in zip(self._chunks, self._policy)), np.int8)
         spans, start = [], 0
@@ -231,14 +298,19 @@ class TokenObservation(gym.Wrapper):
             logprobs = np.zeros(ids.size, np.float32)
             for (a, b), lp in zip(spans, self._logprobs):
                 logprobs[a:b] = lp
-        return TokenTrajectory(ids, mask, logprobs, tuple(spans), self._conversation)
+        if self._samples is None:
+            return TokenTrajectory(ids, mask, logprobs, tuple(spans), self._conversation)
+        starts = [0, *(offset >> 2 for _, offset in self._samples.starts), ids.size]
+        sample_spans = tuple(zip(starts[:-1], starts[1:])) if len(starts) > 2 else None
+        return TokenTrajectory(ids, mask, logprobs, tuple(spans), tuple(self._samples.messages), sample_spans)
 
     # ----- tokens -----
 
     def _ids(self) -> np.ndarray:
         # A copy: Gymnasium's checker requires each call's observation to share no memory with
         # another's (a read-only view of the context would save a tenth of a step here).
-        return np.frombuffer(bytearray(self._context), np.int32)  # the caller may write into it
+        start = self._samples.starts[-1][1] if self._samples is not None and self._samples.starts else 0
+        return np.frombuffer(bytearray(self._context[start:]), np.int32)  # the current sample's; the caller may write into it
 
     def _append(self, *chunks: tuple[bytes, bool]) -> None:
         """Append ``(raw, is_policy)`` chunks to the context, in order (``raw``: int32 ids as bytes)."""

@@ -41,8 +41,9 @@ class Batch:
         advantages: ``(B,)`` float32, one per sequence, 0 on padding rows.
         loss_weights: ``(B, T)`` float32 aggregation weights (0 off the loss mask).
         rewards: ``(B,)`` float32 episode rewards (with the soft overlong penalty, see
-            :func:`shaped_rewards`), 0 on padding rows.
-        num_sequences: Real rows in the whole batch (global; not per micro-batch).
+            :func:`shaped_rewards`), 0 on padding rows; each sample of a split episode has its
+            episode's.
+        num_sequences: Real rows (samples) in the whole batch (global; not per micro-batch).
         token_count: Policy tokens in the whole batch (global; not per micro-batch).
         env_errors: Rows whose episode ended with ``end_reason == "env_error"``: masked out of
             the loss and of the group statistics (an env failure is not a reward of 0).
@@ -132,7 +133,9 @@ def loss_weights(loss_mask: np.ndarray, config: GRPOConfig) -> np.ndarray:
 def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
     """Pack token rollouts (from :class:`textgym.wrappers.TokenObservation`) into a :class:`Batch`.
 
-    Sequences longer than ``config.max_length`` are cut there. Rows are padded to a multiple of
+    Each rollout is one row, or one row per sample when ``Rollout.sample_spans`` splits it (every
+    sample of an episode gets the episode's reward and advantage: GRPO's group statistics are over
+    episodes). Sequences longer than ``config.max_length`` are cut there. Rows are padded to a multiple of
     ``config.micro_batch_size`` and tokens to :func:`bucket_length`. Episodes that ended with
     ``end_reason == "env_error"`` keep their row but get no loss tokens and advantage 0, and the
     advantages of their groups are computed over the other episodes alone.
@@ -155,9 +158,12 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
     if any(with_logprobs) and not all(with_logprobs):
         raise ValueError("either every rollout has logprobs or none has")
 
-    n = len(rollouts)
+    # One row per training sample: an episode is one sample, unless the token wrapper split it where
+    # the chat template rewrote earlier turns (Rollout.sample_spans); its samples share its advantage.
+    samples = [(i, a, b) for i, r in enumerate(rollouts) for a, b in (r.sample_spans or [(0, len(r.token_ids))])]
+    n = len(samples)
     rows = -(-n // config.micro_batch_size) * config.micro_batch_size
-    lengths = [min(len(r.token_ids), config.max_length) for r in rollouts]
+    lengths = [min(b - a, config.max_length) for _, a, b in samples]
     length = bucket_length(max(lengths), config.max_length)
 
     input_ids = np.full((rows, length), pad_id, dtype=np.int32)
@@ -165,24 +171,31 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
     loss_mask = np.zeros((rows, length), dtype=np.float32)
     old_logprobs = np.zeros((rows, length), dtype=np.float32) if any(with_logprobs) else None
     failed = np.array([r.end_reason == "env_error" for r in rollouts])
-    for i, (r, size) in enumerate(zip(rollouts, lengths)):
-        input_ids[i, :size] = r.token_ids[:size]
-        attention_mask[i, :size] = 1
+    for row, ((i, a, _), size) in enumerate(zip(samples, lengths)):
+        r = rollouts[i]
+        input_ids[row, :size] = r.token_ids[a : a + size]
+        attention_mask[row, :size] = 1
         if not (config.mask_truncated and r.truncated) and not failed[i]:
-            loss_mask[i, :size] = r.loss_mask[:size]
+            loss_mask[row, :size] = r.loss_mask[a : a + size]
         if old_logprobs is not None and r.logprobs is not None:
-            old_logprobs[i, :size] = r.logprobs[:size]
+            old_logprobs[row, :size] = r.logprobs[a : a + size]
     loss_mask[:, 0] = 0.0  # no logprob exists for the first token
     positions = np.maximum(np.cumsum(attention_mask, axis=1) - 1, 0).astype(np.int32)
 
-    rewards = np.zeros(rows, dtype=np.float32)
-    rewards[:n] = shaped_rewards(rollouts, config)
-    advantages = np.zeros(rows, dtype=np.float32)
+    episode_rewards = shaped_rewards(rollouts, config)
+    episode_advantages = np.zeros(len(rollouts), dtype=np.float32)
     groups = group_ids([r.group for r in rollouts], config.group_size)
     kept = np.flatnonzero(~failed)
     if kept.size:
         _, dense = np.unique(groups[kept], return_inverse=True)
-        advantages[kept] = group_advantages(rewards[kept], dense.astype(np.int64), config.advantage_scaling, config.advantage_eps)
+        episode_advantages[kept] = group_advantages(
+            episode_rewards[kept], dense.astype(np.int64), config.advantage_scaling, config.advantage_eps
+        )
+    owner = np.array([i for i, _, _ in samples], dtype=np.int64)
+    rewards = np.zeros(rows, dtype=np.float32)
+    rewards[:n] = episode_rewards[owner]
+    advantages = np.zeros(rows, dtype=np.float32)
+    advantages[:n] = episode_advantages[owner]
 
     return Batch(
         input_ids=input_ids,
@@ -195,7 +208,7 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
         rewards=rewards,
         num_sequences=n,
         token_count=int(loss_mask.sum()),
-        env_errors=int(failed.sum()),
+        env_errors=int(failed[owner].sum()),
     )
 
 
@@ -349,11 +362,13 @@ def policy_prefix(rollout: Rollout) -> Rollout:
     if trained.size == 0:
         return rollout
     end = int(trained[-1]) + 1
+    spans = None if rollout.sample_spans is None else [(a, min(b, end)) for a, b in rollout.sample_spans if a < end]
     return dataclasses.replace(
         rollout,
         token_ids=rollout.token_ids[:end],
         loss_mask=rollout.loss_mask[:end],
         logprobs=None if rollout.logprobs is None else rollout.logprobs[:end],
+        sample_spans=spans,
     )
 
 
