@@ -163,3 +163,16 @@ def test_a_deeply_nested_pinned_task_is_an_error_reply(code_server):
         assert reply["type"] == "error" and reply["data"]["code"] == "VALIDATION_ERROR"
         sock.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
         assert json.loads(sock.recv(timeout=60))["type"] == "observation"  # the session goes on
+
+
+def test_trls_factory_plays_a_server_that_wants_a_token(serve):
+    from textgym.integrations.trl import environment_factory, reward_func
+
+    server = serve("textgym/Sudoku-v0", "--token", "s3cret", "--env-kwargs", '{"size": 4}')
+    factory = environment_factory("textgym/Remote-v0", url=server.url, token="s3cret")
+    env = factory()
+    assert "puzzle" in env.reset(seed=0).lower()
+    reward_func(["<answer>1</answer>"], [env])
+    assert env.get_reward() == 0.0 and env._done
+    with pytest.raises(RemoteError, match="401"):
+        environment_factory("textgym/Remote-v0", url=server.url)().reset(seed=0)

@@ -94,7 +94,8 @@ def environment_factory(env_id: str, **env_kwargs: Any) -> type[TextGymTRLEnv]:
     """The zero-argument class that ``GRPOTrainer(environment_factory=...)`` instantiates.
 
     Args:
-        env_id: A registered textgym id.
+        env_id: A registered textgym id; ``textgym/Remote-v0`` plays a served env (its
+            ``url=`` and ``token=`` in ``env_kwargs``), answered in text, without tool methods.
         **env_kwargs: Passed to ``gym.make`` for every instance (e.g. ``max_turns``: each tool
             call is one env turn).
 
@@ -102,7 +103,7 @@ def environment_factory(env_id: str, **env_kwargs: Any) -> type[TextGymTRLEnv]:
         A :class:`TextGymTRLEnv` subclass with one public method per env tool.
     """
     probe = gym.make(env_id, **env_kwargs)
-    toolset = probe.unwrapped.tools
+    toolset = getattr(probe.unwrapped, "tools", None)  # a served env (textgym/Remote-v0): answers only
     probe.close()
     namespace: dict[str, Any] = {
         "env_id": env_id,
