@@ -15,6 +15,7 @@ by :meth:`TrainConfig.resolved`), never "look it up elsewhere".
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -174,8 +175,9 @@ class TrainConfig:
                 raise ValueError(f"expected one or more distinct env ids, got {list(self.env)}")
         if self.env_weights is not None:
             object.__setattr__(self, "env_weights", tuple(float(w) for w in self.env_weights))
-            if len(self.env_weights) != len(self.envs) or min(self.env_weights) < 0 or sum(self.env_weights) <= 0:
-                raise ValueError(f"expected {len(self.envs)} env weights >= 0 with a positive sum, got {list(self.env_weights)}")
+            finite = all(math.isfinite(w) and w >= 0 for w in self.env_weights)  # NaN passes both < 0 and <= 0
+            if len(self.env_weights) != len(self.envs) or not finite or sum(self.env_weights) <= 0:
+                raise ValueError(f"expected {len(self.envs)} finite env weights >= 0 with a positive sum, got {list(self.env_weights)}")
         check_choices(self)
         _check_positive(self, "steps", "prompts_per_step", "num_envs", "eval_episodes", "eval_every", "save_every",
                         "stop_after", "threads")

@@ -143,3 +143,12 @@ def test_the_docs_field_tables_are_generated_from_the_field_docs():
     text = page.read_text(encoding="utf-8")
     assert text.count("<!-- fields: ") == 3
     assert render_tables(text, config_classes()) == text, "run: python -m textgym.algos.fields docs/trainers.md"
+
+
+@pytest.mark.parametrize("weights", ["nan,1", "inf,1", "1,-1", "0,0"])
+def test_env_weights_must_be_finite_non_negative_and_sum_above_zero(weights, capsys):
+    from textgym.cli import main
+
+    code = main(["train", "--env", "textgym/Sudoku-v0", "--env", "textgym/Code-v0", "--env-weights", weights, "--steps", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "finite env weights" in err and err.count("\n") == 1, err
