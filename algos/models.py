@@ -33,6 +33,7 @@ from typing import Any
 
 from textgym.algos import tiny
 from textgym.algos.fetch import WheelFile, fetch
+from textgym.algos.model_files import ModelFileError, check_gguf, check_model_dir
 from textgym.error import require
 
 SMOLLM2 = "smollm2-135m"
@@ -68,6 +69,7 @@ def resolve(model: str | os.PathLike, workdir: str | os.PathLike | None = None, 
 
     Raises:
         FileNotFoundError: A path that is neither a model directory nor a GGUF file.
+        ModelFileError: A file of the directory, or the GGUF file, that cannot be loaded.
         MissingDependency: ``smollm2-135m`` without the ``smollm2`` extra.
         DownloadError: ``smollm2-135m`` the first time, offline.
     """
@@ -78,10 +80,12 @@ def resolve(model: str | os.PathLike, workdir: str | os.PathLike | None = None, 
         return convert_gguf(smollm2_gguf(progress=progress), progress=progress)
     path = Path(text).expanduser()
     if path.suffix.lower() == ".gguf":
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise FileNotFoundError(f"no such GGUF file: {text!r}")
+        check_gguf(path)
         return convert_gguf(path, progress=progress)
-    if (path / "config.json").is_file():
+    if path.is_dir() and os.path.lexists(path / "config.json"):
+        check_model_dir(path)
         return path
     raise FileNotFoundError(
         f"--model must be a Hugging Face model directory (with config.json), a .gguf file or one of "
@@ -118,7 +122,12 @@ def convert_gguf(gguf: str | os.PathLike, out_dir: str | os.PathLike | None = No
     say = (lambda text: print(f"textgym: {text}", file=sys.stderr, flush=True)) if progress else (lambda text: None)
     say(f"converting {gguf.name} into a Hugging Face directory (once; cached in {out})")
     try:
-        _write_hf(gguf, tmp, progress, say)
+        try:
+            _write_hf(gguf, tmp, progress, say)
+        except (ImportError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # whatever the GGUF reader trips on (a truncated file): one line naming it
+            raise ModelFileError(f"{gguf}: not a readable GGUF checkpoint ({type(exc).__name__}: {str(exc)[:200]})") from None
         (tmp / _STAMP).write_text(json.dumps({"source": str(gguf.resolve()), "dtype": "float32"}, indent=2) + "\n", encoding="utf-8")
         try:
             os.replace(tmp, out)

@@ -23,6 +23,7 @@ from textgym.algos.fields import to_json
 from textgym.algos.grpo import Batch, GRPOConfig, SeedTree, pack, policy_prefix
 from textgym.algos.metrics import MetricsLog, progress_bar
 from textgym.algos.token_envs import chat_template, token_venv
+from textgym.arguments import check_env_ids
 from textgym.rollout import Rollout
 
 
@@ -93,6 +94,7 @@ def sft(config: SFTConfig) -> Path:
     A run whose ``final/`` already exists is not repeated (so a resumed ``textgym train`` skips it).
     """
     config = config.resolved()
+    check_env_ids(config.env)
     models.quiet_transformers()
     out = Path(config.output_dir)
     final = out / "final"

@@ -24,10 +24,13 @@ This module imports neither JAX nor torch: the backend is imported when a run st
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,9 @@ from textgym.algos.fields import to_json
 from textgym.algos.grpo import GRPOConfig, SeedTree, drop_zero_std_groups, pack, policy_prefix
 from textgym.algos.grpo.seeds import eval_seeds
 from textgym.algos.metrics import MetricsLog, progress_bar
+from textgym.algos.model_files import ModelFileError, checkpoint_step, read_json
+from textgym.arguments import check_env_ids
+from textgym.error import TextGymError
 
 CHECKPOINTS = "checkpoints"
 RUN_STATE = "run_state.json"
@@ -56,23 +62,23 @@ def train(config: TrainConfig) -> dict[str, Any]:
         ``after`` are the held-out evaluations of the model GRPO started from and of the final one.
     """
     config = config.resolved()
-    models.quiet_transformers()
+    check_env_ids(config.envs)
     out = Path(config.output_dir)
+    claim_run_dir(out)
+    checkpoint, step = resumable_checkpoint(out) if config.resume else (None, 0)
+    models.quiet_transformers()
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(to_json(config), encoding="utf-8")
     started = time.perf_counter()
 
     start_model = sft_warm_start(config) if config.sft_steps else models.resolve(config.model, out, seed=config.seed, progress=config.progress)
     backend = backends.load_backend(config.backend, config.threads)
-    checkpoint = latest_checkpoint(out) if config.resume else None
     policy = backend.load_policy(checkpoint or start_model, sampler_dtype=config.grpo.sampler_dtype)
     learner = backends.make_learner(backend, policy, config.grpo, config.mesh)
-    step = 0
     if checkpoint is not None:
         learner.restore(checkpoint)
-        step = json.loads((checkpoint / RUN_STATE).read_text(encoding="utf-8"))["step"]
-    elif config.resume is False and (out / CHECKPOINTS).exists():
-        shutil.rmtree(out / CHECKPOINTS)
+    elif config.resume is False:
+        remove_checkpoints(out)
     log = MetricsLog(out / "metrics.jsonl", keep_until=step if checkpoint is not None else None)
 
     tokenizer = models.load_tokenizer(start_model)
@@ -280,6 +286,58 @@ def latest_checkpoint(out: str | os.PathLike) -> Path | None:
     """The newest complete checkpoint of a run directory, or None."""
     found = _checkpoints(Path(out) / CHECKPOINTS)
     return found[-1] if found else None
+
+
+def resumable_checkpoint(out: Path) -> tuple[Path | None, int]:
+    """The newest checkpoint whose files load, and its step; ``(None, 0)`` for a run without one.
+
+    A corrupt newest checkpoint (truncated weights or optimiser state, a ``run_state.json``
+    without a step) is passed over for the one before it, saying so; nothing is deleted.
+
+    Raises:
+        ModelFileError: Checkpoints exist and none of them loads.
+    """
+    found = _checkpoints(out / CHECKPOINTS)
+    problems = []
+    for checkpoint in reversed(found):
+        try:
+            step = checkpoint_step(checkpoint, RUN_STATE)
+        except ModelFileError as exc:
+            problems.append(str(exc))
+            continue
+        if problems:
+            print(f"textgym train: {problems[0]}; resuming from {checkpoint.name} instead", file=sys.stderr, flush=True)
+        return checkpoint, step
+    if problems:
+        raise ModelFileError(f"no checkpoint of {out} can be resumed ({problems[0]}); pass --no-resume to start over")
+    return None, 0
+
+
+def claim_run_dir(out: Path) -> None:
+    """Refuse an output directory that holds files but is not a textgym run (its ``config.json``
+    would be overwritten, its ``best/`` and ``checkpoints/`` replaced)."""
+    if out.exists() and not out.is_dir():
+        raise TextGymError(f"--output-dir {str(out)!r} is a file, not a directory")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    try:
+        config = read_json(out / "config.json")
+    except ModelFileError:
+        config = {}
+    if not {"env", "grpo", "backend"} <= config.keys():
+        raise TextGymError(f"--output-dir {str(out)!r} is not empty and not a textgym run directory: choose a new or empty one")
+
+
+def remove_checkpoints(out: Path) -> None:
+    """``--no-resume``: remove the checkpoints this run's earlier life wrote (``step_*``), nothing else."""
+    root = out / CHECKPOINTS
+    if not root.is_dir():
+        return
+    for path in root.iterdir():
+        if path.is_dir() and not path.is_symlink() and re.fullmatch(r"step_\d{6}(\.tmp)?", path.name):
+            shutil.rmtree(path)
+    with contextlib.suppress(OSError):
+        root.rmdir()  # only when nothing else is left in it
 
 
 def _checkpoints(root: Path) -> list[Path]:

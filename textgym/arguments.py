@@ -55,13 +55,22 @@ def comma_separated(kind: Callable[[str], T]) -> Callable[[str], tuple[T, ...]]:
     return parse
 
 
-def make_env(env_id: str, **kwargs: Any):
-    """``gym.make`` with a one-line error for an unknown id or a bad keyword argument."""
+def check_env_ids(env_ids: Any) -> None:
+    """A one-line error for an id that is not registered, before anything is built or imported
+    (``gym.make`` would import a ``module:Env`` id's module)."""
     import gymnasium as gym  # the ids are registered: this module is part of the textgym package
 
-    if env_id not in gym.registry:
-        known = ", ".join(e for e in gym.registry if e.startswith("textgym/"))
-        raise TextGymError(f"unknown environment id {env_id!r}; known ids: {known}")
+    for env_id in [env_ids] if isinstance(env_ids, str) else env_ids:
+        if env_id not in gym.registry:
+            known = ", ".join(e for e in gym.registry if e.startswith("textgym/"))
+            raise TextGymError(f"unknown environment id {env_id!r}; known ids: {known}")
+
+
+def make_env(env_id: str, **kwargs: Any):
+    """``gym.make`` with a one-line error for an unknown id or a bad keyword argument."""
+    import gymnasium as gym
+
+    check_env_ids(env_id)
     try:
         return gym.make(env_id, **kwargs)
     except TypeError as exc:  # an unknown or mistyped keyword argument
