@@ -69,7 +69,7 @@ class EnvToolServer:
     Args:
         env_id: A registered id, e.g. ``textgym/Workplace-v0``.
         env_kwargs: Keyword arguments for every session's env.
-        make_env: ``make_env(env_id, **kwargs)``; :func:`textgym.cli.make_env` by default.
+        make_env: ``make_env(env_id, **kwargs)``; :func:`textgym.arguments.make_env` by default.
     """
 
     def __init__(self, env_id: str, env_kwargs: Mapping[str, Any] | None = None, make_env: Callable | None = None):
