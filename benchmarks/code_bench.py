@@ -100,10 +100,13 @@ def _cpu_seconds() -> float:
 
 
 def _sandbox_ticks() -> int:
-    """utime, stime, cutime and cstime of every process under this process's sandbox workers."""
+    """utime, stime, cutime and cstime of every process under this process's sandbox workers
+    (the programs' and the checks')."""
+    from textgym.envs.code.checks import _boxes
     from textgym.sandbox.pool import _shared
 
-    ticks, todo = 0, [w.proc.pid for box in _shared.values() for w in list(box._all) if w.proc is not None]
+    boxes = [*_shared.values(), *_boxes.values()]
+    ticks, todo = 0, [w.proc.pid for box in boxes for w in list(box._all) if w.proc is not None]
     while todo:
         pid = todo.pop()
         try:
