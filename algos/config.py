@@ -124,6 +124,11 @@ class TrainConfig:
     env_kwargs: dict[str, Any] = option(
         factory=dict, doc="Keyword arguments of ``gym.make``; for a mixture, an object keyed by env id gives each "
         "env its own.")
+    env_url: tuple[str, ...] | None = option(
+        None, "Play the env on these ``textgym serve`` servers instead of in-process (``--env-url URL``, repeatable): "
+        "sessions spread over them, and a server lost mid-run ends its episodes as ``env_error`` (not trained on) "
+        "while the others go on. A warm start's demonstrations still run in-process (the oracle reads the env's "
+        "hidden state).")
     backend: Backend = option("torch", _BACKEND)
     model: str = option("tiny", _MODEL)
     preset: str | None = option(None, _PRESET)
@@ -178,6 +183,10 @@ class TrainConfig:
             finite = all(math.isfinite(w) and w >= 0 for w in self.env_weights)  # NaN passes both < 0 and <= 0
             if len(self.env_weights) != len(self.envs) or not finite or sum(self.env_weights) <= 0:
                 raise ValueError(f"expected {len(self.envs)} finite env weights >= 0 with a positive sum, got {list(self.env_weights)}")
+        if self.env_url is not None:
+            object.__setattr__(self, "env_url", tuple(self.env_url))
+            if not self.env_url or len(self.envs) > 1:
+                raise ValueError("env_url serves one env: give one --env and one or more --env-url")
         check_choices(self)
         _check_positive(self, "steps", "prompts_per_step", "num_envs", "eval_episodes", "eval_every", "save_every",
                         "stop_after", "threads")

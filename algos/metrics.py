@@ -20,21 +20,26 @@ class MetricsLog:
     Args:
         path: The file.
         keep_until: Keep existing records with ``step <= keep_until`` (resume); ``None`` starts empty.
+        writer: Whether this process writes the file; the other ranks of a multi-process run keep
+            the same records in memory only.
     """
 
-    def __init__(self, path: str | os.PathLike, keep_until: int | None = None):
+    def __init__(self, path: str | os.PathLike, keep_until: int | None = None, *, writer: bool = True):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.writer = writer
         kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= keep_until] if keep_until is not None else []
-        with open(self.path, "w", encoding="utf-8") as fh:
-            for record in kept:
-                fh.write(json.dumps(record) + "\n")
+        if writer:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "w", encoding="utf-8") as fh:
+                for record in kept:
+                    fh.write(json.dumps(record) + "\n")
         self.records = kept
 
     def write(self, record: Mapping[str, Any]) -> None:
         record = dict(record)
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
+        if self.writer:
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(record) + "\n")
         self.records.append(record)
 
 

@@ -10,13 +10,14 @@ token negative log-likelihood. Both backends' ``Learner.train_step`` therefore d
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from textgym.algos import models
+from textgym.algos import distributed, models
 from textgym.algos.backends import load_backend
 from textgym.algos.config import SFTConfig
 from textgym.algos.fields import to_json
@@ -95,13 +96,19 @@ def sft(config: SFTConfig) -> Path:
     """
     config = config.resolved()
     check_env_ids(config.env)
+    distributed.init(config.backend)  # under torchrun: every rank trains its share of each batch's rows
+    writer = distributed.is_writer()
+    if not writer:
+        config = dataclasses.replace(config, progress=False)
     models.quiet_transformers()
     out = Path(config.output_dir)
     final = out / "final"
     if (final / "config.json").is_file():
         return final
-    out.mkdir(parents=True, exist_ok=True)
-    model_dir = models.resolve(config.model, out, seed=config.seed, progress=config.progress)
+    distributed.barrier()  # every rank has looked before rank 0 writes anything
+    if writer:
+        out.mkdir(parents=True, exist_ok=True)
+    model_dir = distributed.writer_first(lambda: models.resolve(config.model, out, seed=config.seed, progress=config.progress))
     template = chat_template(config.chat_template, config.model)
     backend = load_backend(config.backend, config.threads)
     policy = backend.load_policy(model_dir)
@@ -120,7 +127,7 @@ def sft(config: SFTConfig) -> Path:
     )
     learner = backend.Learner(policy, grpo)
     order = tree.rng("sft_order").permutation(len(demos))
-    log = MetricsLog(out / "sft_metrics.jsonl")
+    log = MetricsLog(out / "sft_metrics.jsonl", writer=writer)
     with progress_bar("SFT", total=config.steps, enabled=config.progress) as bar:
         for step in range(config.steps):
             picks = [demos[order[(step * config.batch_size + i) % len(demos)]] for i in range(config.batch_size)]
@@ -132,6 +139,7 @@ def sft(config: SFTConfig) -> Path:
             metrics = learner.train_step(batch)
             log.write(record | {k: v for k, v in metrics.items() if k.startswith("stats/")})
             bar.update(advance=1)
-    learner.export(final)
-    (out / "sft_config.json").write_text(to_json(config), encoding="utf-8")
+    learner.export(final)  # every rank calls it; rank 0 writes
+    if writer:
+        (out / "sft_config.json").write_text(to_json(config), encoding="utf-8")
     return final

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from textgym.algos import backends, flags, models, recipes, sampling, token_envs
+from textgym.algos import backends, distributed, flags, launch, models, recipes, sampling, token_envs
 from textgym.algos.config import SFTConfig, TrainConfig
 from textgym.algos.fields import to_json
 from textgym.algos.grpo import GRPOConfig, SeedTree, drop_zero_std_groups, pack, policy_prefix
@@ -63,39 +63,60 @@ def train(config: TrainConfig) -> dict[str, Any]:
     """
     config = config.resolved()
     check_env_ids(config.envs)
+    distributed.init(config.backend)
+    distributed.my_block(config.prompts_per_step)  # a world size that splits the groups, or one clear error
+    writer = distributed.is_writer()
+    if not writer:
+        config = config.replace(progress=False, plot=False)  # one progress bar and one curve: rank 0's
     out = Path(config.output_dir)
-    claim_run_dir(out)
+    if writer:
+        claim_run_dir(out)
     checkpoint, step = resumable_checkpoint(out) if config.resume else (None, 0)
+    if checkpoint is not None:
+        check_world_size(checkpoint, distributed.world_size())
     models.quiet_transformers()
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(to_json(config), encoding="utf-8")
+    if writer:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(to_json(config), encoding="utf-8")
     started = time.perf_counter()
 
-    start_model = sft_warm_start(config) if config.sft_steps else models.resolve(config.model, out, seed=config.seed, progress=config.progress)
+    if config.sft_steps:
+        start_model = sft_warm_start(config)
+    else:
+        start_model = distributed.writer_first(lambda: models.resolve(config.model, out, seed=config.seed, progress=config.progress))
     backend = backends.load_backend(config.backend, config.threads)
     policy = backend.load_policy(checkpoint or start_model, sampler_dtype=config.grpo.sampler_dtype)
     learner = backends.make_learner(backend, policy, config.grpo, config.mesh)
     if checkpoint is not None:
         learner.restore(checkpoint)
     elif config.resume is False:
-        remove_checkpoints(out)
-    log = MetricsLog(out / "metrics.jsonl", keep_until=step if checkpoint is not None else None)
+        distributed.writer_only(lambda: remove_checkpoints(out))
+    keep_until = step if checkpoint is not None else None
+    log = distributed.writer_first(lambda: MetricsLog(out / "metrics.jsonl", keep_until=keep_until, writer=writer))
 
     tokenizer = models.load_tokenizer(start_model)
     template = token_envs.chat_template(config.chat_template, config.model)
     grpo = config.grpo
-    episodes = config.prompts_per_step * grpo.group_size
+    # Each process plays its own share: a block of the step's groups, every world_size-th held-out task.
+    world, rank = distributed.world_size(), distributed.rank()
+    episodes = config.prompts_per_step // world * grpo.group_size
+    held_out = eval_seeds(config.eval_episodes)[rank::world]
+
+    if config.env_url:
+        from textgym.remote import check_servers
+
+        check_servers(config.env_url)
 
     def venvs(width: int) -> dict[str, Any]:
-        return {env: token_envs.token_venv(env, config.kwargs_of(env), tokenizer, template, min(config.num_envs, width),
+        return {env: token_envs.token_venv(*_env_source(config, env), tokenizer, template, min(config.num_envs, width),
                                            config.vectorization_mode, config.on_template_break)
                 for env in config.envs}
 
-    train_venvs, eval_venvs = venvs(episodes), venvs(config.eval_episodes)
+    train_venvs, eval_venvs = venvs(episodes), venvs(max(1, len(held_out)))
 
     def evaluate(at: int) -> dict[str, float]:
-        results = [sampling.evaluate(policy, venv, eval_seeds(config.eval_episodes), max_new_tokens=grpo.max_new_tokens,
-                                    temperature=config.eval_temperature, seed=grpo.seed, top_p=grpo.top_p, step=at, row=i)
+        results = [_evaluate_shares(policy, venv, held_out, max_new_tokens=grpo.max_new_tokens, temperature=config.eval_temperature,
+                                    seed=grpo.seed, top_p=grpo.top_p, step=at, row=i)
                    for i, venv in enumerate(eval_venvs.values())]
         return _per_env(config, results, "eval/")
 
@@ -128,12 +149,22 @@ def train(config: TrainConfig) -> dict[str, Any]:
     if step >= config.steps:
         learner.export(out / "final")
         summary["final"] = str(out / "final")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    if writer:
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     if config.plot:
         from textgym.algos.plot import plot_curve
 
         plot_curve(log.records, out / "curve.png", title=f"{'+'.join(config.envs)} · {config.backend} · {config.model}")
     return summary
+
+
+def _env_source(config: TrainConfig, env: str) -> tuple[str, dict[str, Any]]:
+    """The id and keyword arguments ``env``'s sub-envs are made with: the env itself, or a client of its servers."""
+    if config.env_url:
+        from textgym.registration import REMOTE_ID
+
+        return REMOTE_ID, {"urls": list(config.env_url)}
+    return env, config.kwargs_of(env)
 
 
 def keep_best(learner: Any, out: Path, record: dict[str, Any], earlier: list[dict[str, Any]]) -> dict[str, Any]:
@@ -145,10 +176,11 @@ def keep_best(learner: Any, out: Path, record: dict[str, Any], earlier: list[dic
     scores = [r["eval/success"] for r in earlier if "eval/success" in r]
     if not scores or record["eval/success"] > max(scores):
         tmp = out / (BEST + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        learner.export(tmp)
-        shutil.rmtree(out / BEST, ignore_errors=True)
-        os.replace(tmp, out / BEST)
+        distributed.writer_only(lambda: shutil.rmtree(tmp, ignore_errors=True))
+        learner.export(tmp)  # every rank calls it; rank 0 writes
+        if distributed.is_writer():
+            shutil.rmtree(out / BEST, ignore_errors=True)
+            os.replace(tmp, out / BEST)
     return record
 
 
@@ -190,16 +222,21 @@ def grpo_step(config: TrainConfig, policy: Any, learner: Any, venvs: dict[str, A
     grpo = config.grpo
     tree = SeedTree(grpo.seed)
     seeds = tree.task_seeds(step, config.prompts_per_step)
+    mine = distributed.my_block(config.prompts_per_step)  # this process's groups (all of them in one process)
+    world, rank = distributed.world_size(), distributed.rank()
     t0 = time.perf_counter()
-    rollouts: list[Any] = []
+    local: list[Any] = []
+    first = 0
     for row, ((env, venv), share) in enumerate(zip(venvs.items(), prompt_shares(config))):
-        if share == 0:
+        groups = [g for g in range(first, first + share) if g in mine]
+        first += share
+        if not groups:
             continue
-        first = len(rollouts) // grpo.group_size
-        actor = sampling.TreeSampler(policy, tree, "train_sampler", step, row=row, max_new_tokens=grpo.max_new_tokens,
-                                    temperature=grpo.temperature, top_p=grpo.top_p)
-        got = collect(venv, actor, seeds=seeds[first : first + share], group_size=grpo.group_size, env_id=env)
-        rollouts += [dataclasses.replace(r, group=r.group + first) for r in got]
+        actor = sampling.TreeSampler(policy, tree, "train_sampler", step, row=row * world + rank,
+                                     max_new_tokens=grpo.max_new_tokens, temperature=grpo.temperature, top_p=grpo.top_p)
+        got = collect(venv, actor, seeds=[seeds[g] for g in groups], group_size=grpo.group_size, env_id=env)
+        local += [dataclasses.replace(r, group=r.group + groups[0]) for r in got]
+    rollouts = distributed.gather(local)  # every group of the step, in order, on every process
     t1 = time.perf_counter()
     kept, zero_std = drop_zero_std_groups(rollouts, grpo)
     batch = pack([policy_prefix(r) for r in kept], grpo, pad_id=policy.pad_id) if kept else None
@@ -208,7 +245,7 @@ def grpo_step(config: TrainConfig, policy: Any, learner: Any, venvs: dict[str, A
     signal = batch is not None and (bool(np.any(batch.advantages != 0)) or grpo.kl_beta > 0)
     metrics = learner.train_step(batch) if signal else {}
     t2 = time.perf_counter()
-    if config.log_rollouts_every and (step == 0 or (step + 1) % config.log_rollouts_every == 0):
+    if distributed.is_writer() and config.log_rollouts_every and (step == 0 or (step + 1) % config.log_rollouts_every == 0):
         # Every episode, also those of groups the zero-std filter dropped (advantage 0: all rewards equal).
         trained = dict(zip(map(id, kept), batch.advantages)) if batch is not None else {}
         write_step_rollouts(Path(config.output_dir), step + 1, rollouts, [float(trained.get(id(r), 0.0)) for r in rollouts])
@@ -272,14 +309,38 @@ def save_checkpoint(learner: Any, out: Path, step: int) -> Path:
     root = out / CHECKPOINTS
     final = root / f"step_{step:06d}"
     tmp = root / f"step_{step:06d}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    learner.save(tmp)
-    (tmp / RUN_STATE).write_text(json.dumps({"step": step}) + "\n", encoding="utf-8")
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
-    for old in _checkpoints(root)[:-KEEP_CHECKPOINTS]:
-        shutil.rmtree(old, ignore_errors=True)
+    distributed.writer_only(lambda: shutil.rmtree(tmp, ignore_errors=True))
+    learner.save(tmp)  # every rank calls it; rank 0 writes
+    if distributed.is_writer():
+        state = {"step": step, "world_size": distributed.world_size()}
+        (tmp / RUN_STATE).write_text(json.dumps(state) + "\n", encoding="utf-8")
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        for old in _checkpoints(root)[:-KEEP_CHECKPOINTS]:
+            shutil.rmtree(old, ignore_errors=True)
+    distributed.barrier()
     return final
+
+
+def check_world_size(checkpoint: Path, world: int) -> None:
+    """Refuse to resume a checkpoint written by a run of another number of processes.
+
+    Raises:
+        ValueError: It was (each process's share of the groups and its sampling seeds depend on
+            the world size, so the run would not continue exactly).
+    """
+    saved = read_json(checkpoint / RUN_STATE).get("world_size", 1)
+    if saved != world:
+        raise ValueError(f"{checkpoint} was written by a run of {saved} process{'es' if saved != 1 else ''}, this one has "
+                         f"{world}: resume with --nproc {saved}, or start a new run (--no-resume or another --output-dir)")
+
+
+def _evaluate_shares(policy: Any, venv: Any, seeds: list[int], **kwargs: Any) -> dict[str, float]:
+    """:func:`sampling.evaluate` on this process's held-out tasks, averaged with the other processes'."""
+    local = sampling.evaluate(policy, venv, seeds, **kwargs) if seeds else {}
+    parts = [(n, m) for n, m in distributed.gather([(len(seeds), local)]) if n]
+    total = sum(n for n, _ in parts)
+    return {k: sum(n * m[k] for n, m in parts) / total for k in parts[0][1]}
 
 
 def latest_checkpoint(out: str | os.PathLike) -> Path | None:
@@ -384,21 +445,44 @@ def _summary(config: TrainConfig, out: Path, records: list[dict[str, Any]], step
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``textgym train``: every ``TrainConfig`` field, every ``GRPOConfig`` field but ``seed``,
     and ``--print-config``."""
-    flags.add_fields(parser, TrainConfig, skip=("grpo",), repeat=("env",))
+    flags.add_fields(parser, TrainConfig, skip=("grpo",), repeat=("env", "env_url"))
     group = parser.add_argument_group("GRPO (textgym.algos.grpo.GRPOConfig; unset: the preset's value, else the default)")
     flags.add_fields(group, GRPOConfig, skip=("seed",))  # --seed seeds the whole run
     _add_print_config(parser)
+    launch.add_arguments(parser)
 
 
 def run_train(args: argparse.Namespace) -> int:
-    """``textgym train``: build the config from ``args``, train, print the before/after summary."""
+    """``textgym train``: build the config from ``args``, train, print the before/after summary
+    (``--nproc N``: launch N processes that do so)."""
     config = train_config_from_args(args)
     if args.print_config:
         print(to_json(config), end="")
         return 0
-    summary = train(config)
-    _print_summary(summary)
+    if launch.wants_launch(args):
+        _check_world_size(config, args.nproc)
+        return launch.run_torchrun(args.nproc, args.command_line)
+    try:
+        summary = train(config)
+        writer = distributed.is_writer()
+    finally:
+        distributed.destroy()
+    if writer:
+        _print_summary(summary)
     return 0
+
+
+def _check_world_size(config: TrainConfig, nproc: int) -> None:
+    """What every one of ``nproc`` processes would refuse, said once before they start."""
+    if config.backend != "torch":
+        raise ValueError(f"--nproc launches torch ranks; the {config.backend} backend runs over processes with "
+                         "--coordinator/--num-processes/--process-id (docs/scaling.md)")
+    if config.prompts_per_step % nproc:
+        raise ValueError(f"prompts_per_step ({config.prompts_per_step}) must be a multiple of the number of processes "
+                         f"({nproc}): each process plays whole GRPO groups")
+    checkpoint, _ = resumable_checkpoint(Path(config.resolved().output_dir)) if config.resume else (None, 0)
+    if checkpoint is not None:
+        check_world_size(checkpoint, nproc)
 
 
 def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -413,6 +497,7 @@ def add_sft_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``textgym sft``: every ``SFTConfig`` field, and ``--print-config``."""
     flags.add_fields(parser, SFTConfig)
     _add_print_config(parser)
+    launch.add_arguments(parser)
 
 
 def run_sft(args: argparse.Namespace) -> int:
@@ -423,8 +508,17 @@ def run_sft(args: argparse.Namespace) -> int:
     if args.print_config:
         print(to_json(config), end="")
         return 0
-    final = sft(config)
-    print(f"SFT model written to {final}")
+    if launch.wants_launch(args):
+        if config.backend != "torch":
+            raise ValueError(f"--nproc launches torch ranks, got backend {config.backend!r}")
+        return launch.run_torchrun(args.nproc, args.command_line)
+    try:
+        final = sft(config)
+        writer = distributed.is_writer()
+    finally:
+        distributed.destroy()
+    if writer:
+        print(f"SFT model written to {final}")
     return 0
 
 

@@ -70,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if nested is not None:
         return _run_nested(argv[:2], argv[2:], *nested)
     args = build_parser(argv).parse_args(argv)
+    args.command_line = argv  # what a launcher (textgym train --nproc) runs again in each process
     return _one_line_errors(args.command, lambda: _run(args))
 
 

@@ -1,0 +1,124 @@
+"""``textgym train --nproc 2`` (torchrun, gloo): two processes take the steps one process takes on
+the same global batch, resume exactly, refuse another world size, and SFT does the same."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from tests.algos.test_train import SMALL, comparable, weights  # noqa: E402
+from textgym.algos import runtime, tiny  # noqa: E402
+from textgym.algos.grpo import GRPOConfig, drop_zero_std_groups, pack  # noqa: E402
+from textgym.algos.metrics import read_metrics  # noqa: E402
+from textgym.rollout import read_rollouts  # noqa: E402
+
+# The module that registers the one-turn test env, imported by gym.make in every process.
+ENV = "tests.algos.test_train:textgym-test/AsciiFirst-v0"
+GRPO_FLAGS = ["--group-size", "4", "--lr", "3e-3", "--max-new-tokens", "3", "--max-length", "64", "--micro-batch-size", "2"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    return tiny.create(tmp_path_factory.mktemp("tiny"), seed=0, size=SMALL)
+
+
+def textgym(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
+    return subprocess.run([sys.executable, "-m", "textgym.cli", *argv], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def train_argv(model_dir: Path, out: Path, *extra: str) -> list[str]:
+    return ["train", "--env", ENV, "--model", str(model_dir), "--chat-template", "compact", "--output-dir", str(out),
+            "--steps", "2", "--prompts-per-step", "2", "--num-envs", "8", "--eval-episodes", "4", "--eval-every", "2",
+            "--save-every", "1", "--log-rollouts-every", "1", "--no-progress", "--no-plot", *GRPO_FLAGS, *extra]
+
+
+@pytest.fixture(scope="module")
+def two_process_run(model_dir, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ddp") / "run"
+    done = textgym(*train_argv(model_dir, out, "--nproc", "2"))
+    assert done.returncode == 0, done.stderr[-4000:]
+    return out
+
+
+# In the default suite (about 50 s here, most of it starting torchrun's two processes): the core claim.
+def test_two_processes_equal_one_on_the_same_global_batch(model_dir, two_process_run):
+    from textgym.algos.torch import Learner, load_policy
+
+    out = two_process_run
+    grpo = GRPOConfig(**json.loads((out / "config.json").read_text())["grpo"])
+    policy = load_policy(model_dir)
+    learner = Learner(policy, grpo)
+    records = read_metrics(out / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2]  # rank 0 alone wrote them, once each
+    trained = 0
+    for step in (1, 2):  # the global batch of each step: every group both processes played
+        rollouts = read_rollouts(out / "rollouts" / f"step_{step:06d}.jsonl")
+        assert len(rollouts) == 8 and [r.group for r in rollouts] == [0] * 4 + [1] * 4
+        kept, _ = drop_zero_std_groups(rollouts, grpo)
+        if not kept:
+            assert records[step]["train/skipped_update"] == 1.0
+            continue
+        metrics = learner.train_step(pack([runtime.policy_prefix(r) for r in kept], grpo, pad_id=policy.pad_id))
+        for name in ("loss/total", "loss/policy", "stats/grad_norm", "stats/tokens"):
+            assert records[step][name] == pytest.approx(metrics[name], abs=1e-5), name
+        trained += 1
+    assert trained, "no step had a group with differing rewards; pick another seed"
+    got, start = weights(out / "final"), weights(model_dir)
+    assert any(not np.array_equal(start[k], got[k]) for k in start)
+    want = {k: v.detach().numpy() for k, v in policy.model.state_dict().items()}
+    for name, value in got.items():
+        np.testing.assert_allclose(value, want[name], atol=1e-5, err_msg=name)
+    assert json.loads((out / "summary.json").read_text())["steps"] == 2
+
+
+@pytest.mark.slow  # three more torchrun launches
+def test_a_stopped_two_process_run_resumes_exactly_and_only_with_two(model_dir, two_process_run, tmp_path):
+    out = tmp_path / "run"
+    first = textgym(*train_argv(model_dir, out, "--nproc", "2", "--stop-after", "1"))
+    assert first.returncode == 0, first.stderr[-4000:]
+    state = json.loads((out / "checkpoints" / "step_000001" / "run_state.json").read_text())
+    assert state == {"step": 1, "world_size": 2}
+
+    for wrong in ([], ["--nproc", "1"]):  # one process on a two-process checkpoint: one line, nothing run
+        refused = textgym(*train_argv(model_dir, out, *wrong))
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert "written by a run of 2 processes" in refused.stderr and "--nproc 2" in refused.stderr
+
+    second = textgym(*train_argv(model_dir, out, "--nproc", "2"))
+    assert second.returncode == 0, second.stderr[-4000:]
+    assert comparable(read_metrics(out / "metrics.jsonl")) == comparable(read_metrics(two_process_run / "metrics.jsonl"))
+    a, b = weights(out / "final"), weights(two_process_run / "final")
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_a_world_size_that_splits_a_group_is_one_line(model_dir, tmp_path):
+    done = textgym(*train_argv(model_dir, tmp_path / "run", "--nproc", "3"), timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "prompts_per_step (2) must be a multiple of the number of processes (3)" in done.stderr
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+@pytest.mark.slow  # torchrun with two torch processes
+def test_sft_over_two_processes_equals_one(model_dir, tmp_path):
+    argv = ["sft", "--env", ENV, "--model", str(model_dir), "--chat-template", "compact", "--steps", "2", "--demos", "8",
+            "--batch-size", "4", "--micro-batch-size", "1", "--max-length", "64", "--no-progress"]
+    one = textgym(*argv, "--output-dir", str(tmp_path / "one"))
+    two = textgym(*argv, "--output-dir", str(tmp_path / "two"), "--nproc", "2")
+    assert one.returncode == 0 and two.returncode == 0, one.stderr[-3000:] + two.stderr[-3000:]
+    assert two.stdout.count("SFT model written to") == 1  # rank 0 alone reports and writes
+    a, b = weights(tmp_path / "one" / "final"), weights(tmp_path / "two" / "final")
+    assert any(not np.array_equal(a[k], weights(model_dir)[k]) for k in a)
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], atol=1e-5, err_msg=name)
+    assert len(read_metrics(tmp_path / "two" / "sft_metrics.jsonl")) == 2
