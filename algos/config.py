@@ -28,7 +28,7 @@ __all__ = ["EVAL_SEED_OFFSET", "SFT_SEED_OFFSET", "SFTConfig", "TrainConfig", "d
 Backend = Literal["jax", "torch"]
 Template = Literal["auto", "model", "compact"]
 TemplateBreak = Literal["raise", "new_sample"]
-VectorMode = Literal["sync", "async"]
+VectorMode = Literal["sync", "async", "ray"]
 
 # Fields that SFTConfig and TrainConfig share mean the same thing: one text each.
 _BACKEND = "``jax`` or ``torch``; nothing else depends on it."
@@ -138,7 +138,9 @@ class TrainConfig:
     steps: int = option(100, "GRPO steps.")
     prompts_per_step: int = option(8, "Task seeds per step; each is played ``grpo.group_size`` times.")
     num_envs: int = option(64, "Vector env width (at most the episodes per step).")
-    vectorization_mode: VectorMode = option("sync", "``sync`` or ``async`` sub-envs.")
+    vectorization_mode: VectorMode = option(
+        "sync", "``sync`` or ``async`` sub-envs, or ``ray``: sub-envs in Ray actors of the cluster that ``RAY_ADDRESS`` "
+        "names (``auto``: the one started on this machine with ``ray start``), else of a local Ray.")
     chat_template: Template = option("auto", _TEMPLATE)
     on_template_break: TemplateBreak = option("raise", _TEMPLATE_BREAK)
     eval_episodes: int = option(

@@ -1,7 +1,9 @@
 """Several processes, one run: which rank does what, and the few collectives the loop needs.
 
-A run under ``torchrun`` (or ``textgym train --nproc N``, which launches exactly that) has ``N``
-ranks. Each GRPO step, rank ``r`` collects its own contiguous block of the step's groups (a
+A torch run under ``torchrun`` (or ``textgym train --nproc N``, which launches exactly that) has
+``N`` ranks; a JAX run joins ``jax.distributed`` (``--coordinator HOST:PORT --num-processes N
+--process-id I``, a cluster launcher's environment, or ``--backend jax --nproc N``), and its
+processes' devices form one mesh. Each GRPO step, rank ``r`` collects its own contiguous block of the step's groups (a
 group never straddles ranks, so advantages stay within the rank that played it), then every
 rank gathers every block, in rank order, and packs the same global batch. The learner trains
 each rank on its share of the rows with the loss weights of the *global* token count, and DDP's
@@ -9,15 +11,17 @@ all-reduce adds the shares up, so N ranks take exactly the step one process take
 metrics computed from the gathered rollouts are the same on every rank. Rank 0 alone writes the
 run's files (checkpoints, metrics, rollouts, ``summary.json``).
 
-Without ``torch.distributed`` initialised every function here is the one-process case: rank 0 of
-a world of 1, no waiting, nothing to gather. This module imports torch only when a run is
-distributed.
+Without a process group every function here is the one-process case: rank 0 of a world of 1, no
+waiting, nothing to gather. This module imports torch or JAX only when a run is distributed.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
+import socket
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -25,7 +29,9 @@ from textgym.error import TextGymError
 
 T = TypeVar("T")
 
-LAUNCHER_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+COORDINATOR_WAIT = 60.0  # seconds a process waits for the coordinator to accept connections
+
+_jax_joined = False  # this process joined jax.distributed (through init)
 
 
 def launched_world_size() -> int:
@@ -33,15 +39,24 @@ def launched_world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def init(backend: str) -> None:
-    """Join the process group of a launched run (``torchrun`` sets ``WORLD_SIZE``, ``RANK``, ...).
+def init(backend: str, *, coordinator: str | None = None, num_processes: int | None = None,
+         process_id: int | None = None) -> None:
+    """Join the processes of a launched run; a run that was not launched as several is left alone.
 
-    Torch: gloo on a CPU, NCCL on GPUs (each rank on ``cuda:LOCAL_RANK``). A run that was not
-    launched as several processes is left alone.
+    Torch (``torchrun`` sets ``WORLD_SIZE``, ``RANK``, ...): gloo on a CPU, NCCL on GPUs (each rank
+    on ``cuda:LOCAL_RANK``). JAX: ``jax.distributed.initialize`` from the three arguments, or from a
+    cluster launcher's environment (Slurm, Open MPI, TPU pods, ``JAX_COORDINATOR_ADDRESS``), with
+    gloo collectives on CPUs so that local processes form one mesh.
 
     Raises:
-        TextGymError: The JAX backend under a torch launcher (it has its own, see docs/scaling.md).
+        TextGymError: The coordinator cannot be reached, or the backend and the launcher disagree.
+        ValueError: Only some of ``coordinator``, ``num_processes`` and ``process_id`` given.
     """
+    if backend == "jax":
+        _init_jax(coordinator, num_processes, process_id)
+        return
+    if coordinator is not None or num_processes is not None or process_id is not None:
+        raise ValueError("--coordinator, --num-processes and --process-id are for the JAX backend; torch runs under torchrun")
     if launched_world_size() <= 1:
         return
     if backend != "torch":
@@ -59,6 +74,69 @@ def init(backend: str) -> None:
         dist.init_process_group("gloo")
 
 
+def _init_jax(coordinator: str | None, num_processes: int | None, process_id: int | None) -> None:
+    global _jax_joined
+    given = (coordinator, num_processes, process_id)
+    if all(g is None for g in given):
+        if not _launched_as_jax_processes():
+            return
+        explicit: dict[str, Any] = {}
+    elif any(g is None for g in given):
+        raise ValueError("--coordinator HOST:PORT, --num-processes N and --process-id I go together")
+    elif not 0 <= process_id < num_processes:
+        raise ValueError(f"--process-id must be in [0, {num_processes}), got {process_id}")
+    else:
+        if process_id != 0:  # process 0 starts the coordinator; the others must reach it
+            _wait_for(coordinator, COORDINATOR_WAIT)
+        explicit = {"coordinator_address": coordinator, "num_processes": num_processes, "process_id": process_id}
+    import jax
+
+    if jax.distributed.is_initialized():
+        _jax_joined = True
+        return
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    try:
+        jax.distributed.initialize(**explicit, initialization_timeout=int(COORDINATOR_WAIT))
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TextGymError(f"cannot join the JAX processes (coordinator {coordinator or 'from the environment'}): {first}") from None
+    _jax_joined = True
+
+
+def _launched_as_jax_processes() -> bool:
+    """Whether a cluster launcher started this process as one of several, in a way that
+    ``jax.distributed.initialize()`` detects by itself (Slurm, Open MPI, TPU pods) or was told."""
+    env = os.environ
+    return (bool(env.get("JAX_COORDINATOR_ADDRESS")) or int(env.get("SLURM_NTASKS", "1")) > 1
+            or int(env.get("OMPI_COMM_WORLD_SIZE", "1")) > 1 or "," in env.get("TPU_WORKER_HOSTNAMES", ""))
+
+
+def _wait_for(address: str, seconds: float) -> None:
+    """Connect to ``host:port`` until it accepts, for at most ``seconds``; then one clear error."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--coordinator must be HOST:PORT, got {address!r}")
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection((host, int(port)), timeout=5).close()
+            return
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                raise TextGymError(f"cannot reach the JAX coordinator at {address} after {seconds:.0f} s: "
+                                   f"{exc.strerror or exc}") from None
+            time.sleep(0.5)
+
+
+def _jax() -> Any:
+    """``jax`` when this process joined ``jax.distributed``, else None."""
+    if not _jax_joined:
+        return None
+    import jax
+
+    return jax
+
+
 def _dist() -> Any:
     """``torch.distributed`` when a process group is up, else None (torch is never imported here)."""
     if "torch" not in sys.modules:
@@ -69,13 +147,13 @@ def _dist() -> Any:
 
 
 def rank() -> int:
-    dist = _dist()
-    return dist.get_rank() if dist is not None else 0
+    jax, dist = _jax(), _dist()
+    return jax.process_index() if jax is not None else dist.get_rank() if dist is not None else 0
 
 
 def world_size() -> int:
-    dist = _dist()
-    return dist.get_world_size() if dist is not None else 1
+    jax, dist = _jax(), _dist()
+    return jax.process_count() if jax is not None else dist.get_world_size() if dist is not None else 1
 
 
 def is_writer() -> bool:
@@ -84,6 +162,11 @@ def is_writer() -> bool:
 
 
 def barrier() -> None:
+    if _jax() is not None:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices("textgym")
+        return
     dist = _dist()
     if dist is not None:
         dist.barrier()
@@ -108,12 +191,27 @@ def writer_only(act: Callable[[], Any]) -> None:
 
 def gather(items: Sequence[T]) -> list[T]:
     """Every rank's ``items``, concatenated in rank order, on every rank."""
+    if _jax() is not None:
+        return _jax_gather(items)
     dist = _dist()
     if dist is None:
         return list(items)
     parts: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(parts, list(items))
     return [item for part in parts for item in part]
+
+
+def _jax_gather(items: Sequence[T]) -> list[T]:
+    """:func:`gather` over JAX processes: pickled bytes, padded to the longest, all-gathered."""
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    data = np.frombuffer(pickle.dumps(list(items)), np.uint8)
+    sizes = np.asarray(multihost_utils.process_allgather(np.array([data.size], np.int64))).reshape(-1)
+    padded = np.zeros(int(sizes.max()), np.uint8)
+    padded[: data.size] = data
+    rows = np.asarray(multihost_utils.process_allgather(padded)).reshape(len(sizes), -1)
+    return [item for row, n in zip(rows, sizes) for item in pickle.loads(row[:n].tobytes())]
 
 
 def my_block(n: int, what: str = "prompts_per_step") -> range:
@@ -132,6 +230,10 @@ def my_block(n: int, what: str = "prompts_per_step") -> range:
 
 def destroy() -> None:
     """Leave the process group at the end of a run."""
-    dist = _dist()
+    global _jax_joined
+    jax, dist = _jax(), _dist()
+    if jax is not None:
+        jax.distributed.shutdown()
+        _jax_joined = False
     if dist is not None:
         dist.destroy_process_group()

@@ -2,7 +2,9 @@
 
 With the torch backend this is exactly ``torchrun --standalone --nproc-per-node N -m textgym.cli
 train ...`` (the other flags passed on unchanged), so what a user learns here carries over to
-``torchrun`` on a cluster (docs/scaling.md). Before anything starts, the checks that every rank
+``torchrun`` on a cluster (docs/scaling.md). With the JAX backend it starts N local processes of
+the same command plus ``--coordinator 127.0.0.1:PORT --num-processes N --process-id I``, the flags
+a user gives each process on a cluster. Before anything starts, the checks that every rank
 would fail alike run once here, so a bad world size or a checkpoint of another world size is one
 line, not N tracebacks.
 """
@@ -11,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 
 
@@ -21,7 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("processes (docs/scaling.md)")
     group.add_argument("--nproc", type=int, default=1, metavar="N",
                        help="run as N local processes: torch launches 'torchrun --standalone --nproc-per-node N' "
-                            "(gloo on CPUs, NCCL on GPUs); each process plays its share of every step's groups")
+                            "(gloo on CPUs, NCCL on GPUs), JAX N processes of one jax.distributed mesh; each "
+                            "process plays its share of every step's groups")
+    group.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                       help="JAX: the address of process 0, which every process of the run is given")
+    group.add_argument("--num-processes", type=int, default=None, metavar="N", help="JAX: the processes of the run")
+    group.add_argument("--process-id", type=int, default=None, metavar="I", help="JAX: this process's index, 0 to N-1")
 
 
 def wants_launch(args: argparse.Namespace) -> bool:
@@ -29,6 +38,11 @@ def wants_launch(args: argparse.Namespace) -> bool:
     if args.nproc < 1:
         raise ValueError(f"--nproc must be >= 1, got {args.nproc}")
     return args.nproc > 1 and "WORLD_SIZE" not in os.environ
+
+
+def process_flags(args: argparse.Namespace) -> dict[str, object]:
+    """The JAX process flags as :func:`textgym.algos.distributed.init`'s keyword arguments."""
+    return {"coordinator": args.coordinator, "num_processes": args.num_processes, "process_id": args.process_id}
 
 
 def without_nproc(argv: Sequence[str]) -> list[str]:
@@ -60,3 +74,31 @@ def run_torchrun(nproc: int, argv: Sequence[str]) -> int:
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")  # N processes on a shared CPU: one thread each unless told otherwise
     return subprocess.run(torchrun_command(nproc, argv), env=env, check=False).returncode
+
+
+def run_jax_processes(nproc: int, argv: Sequence[str]) -> int:
+    """Run ``textgym <argv>`` as ``nproc`` local JAX processes of one run; if one fails, the
+    others are stopped (they would wait for it forever). Returns the first failure's status."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = [sys.executable, "-m", "textgym.cli", *without_nproc(argv), "--coordinator", f"127.0.0.1:{port}",
+            "--num-processes", str(nproc)]
+    env = dict(os.environ)
+    env.setdefault("JAX_PLATFORMS", "cpu")  # one CPU device per process; GPUs: give each process its own (docs/scaling.md)
+    procs = [subprocess.Popen([*base, "--process-id", str(i)], env=env) for i in range(nproc)]
+    try:
+        while True:
+            codes = [p.poll() for p in procs]
+            failed = [c for c in codes if c not in (None, 0)]
+            if failed or all(c == 0 for c in codes):
+                return failed[0] if failed else 0
+            time.sleep(0.2)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()

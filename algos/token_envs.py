@@ -32,8 +32,12 @@ def token_venv(
     vectorization_mode: str = "sync",
     on_template_break: str = "raise",
 ) -> gym.vector.VectorEnv:
-    """A vector env of ``env`` whose sub-envs observe and act in token ids."""
+    """A vector env of ``env`` whose sub-envs observe and act in token ids (``ray``: in Ray actors)."""
     from textgym.wrappers import TokenObservation
 
     wrap = partial(TokenObservation, tokenizer=tokenizer, chat_template=template, on_template_break=on_template_break)
+    if vectorization_mode == "ray":
+        from textgym.wrappers.ray_vector import RayVectorEnv
+
+        return RayVectorEnv.from_id(env, num_envs, dict(env_kwargs), wrappers=[wrap])
     return gym.make_vec(env, num_envs=num_envs, vectorization_mode=vectorization_mode, wrappers=[wrap], **dict(env_kwargs))

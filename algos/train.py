@@ -86,7 +86,12 @@ def train(config: TrainConfig) -> dict[str, Any]:
         start_model = distributed.writer_first(lambda: models.resolve(config.model, out, seed=config.seed, progress=config.progress))
     backend = backends.load_backend(config.backend, config.threads)
     policy = backend.load_policy(checkpoint or start_model, sampler_dtype=config.grpo.sampler_dtype)
-    learner = backends.make_learner(backend, policy, config.grpo, config.mesh)
+    mesh = config.mesh
+    if config.backend == "jax" and distributed.world_size() > 1 and mesh is None:
+        import jax
+
+        mesh = f"data={jax.device_count()}"  # one data-parallel mesh over every process's devices
+    learner = backends.make_learner(backend, policy, config.grpo, mesh)
     if checkpoint is not None:
         learner.restore(checkpoint)
     elif config.resume is False:
@@ -461,8 +466,11 @@ def run_train(args: argparse.Namespace) -> int:
         return 0
     if launch.wants_launch(args):
         _check_world_size(config, args.nproc)
+        if config.backend == "jax":
+            return launch.run_jax_processes(args.nproc, args.command_line)
         return launch.run_torchrun(args.nproc, args.command_line)
     try:
+        distributed.init(config.backend, **launch.process_flags(args))
         summary = train(config)
         writer = distributed.is_writer()
     finally:
@@ -474,9 +482,6 @@ def run_train(args: argparse.Namespace) -> int:
 
 def _check_world_size(config: TrainConfig, nproc: int) -> None:
     """What every one of ``nproc`` processes would refuse, said once before they start."""
-    if config.backend != "torch":
-        raise ValueError(f"--nproc launches torch ranks; the {config.backend} backend runs over processes with "
-                         "--coordinator/--num-processes/--process-id (docs/scaling.md)")
     if config.prompts_per_step % nproc:
         raise ValueError(f"prompts_per_step ({config.prompts_per_step}) must be a multiple of the number of processes "
                          f"({nproc}): each process plays whole GRPO groups")
@@ -509,10 +514,11 @@ def run_sft(args: argparse.Namespace) -> int:
         print(to_json(config), end="")
         return 0
     if launch.wants_launch(args):
-        if config.backend != "torch":
-            raise ValueError(f"--nproc launches torch ranks, got backend {config.backend!r}")
+        if config.backend == "jax":
+            return launch.run_jax_processes(args.nproc, args.command_line)
         return launch.run_torchrun(args.nproc, args.command_line)
     try:
+        distributed.init(config.backend, **launch.process_flags(args))
         final = sft(config)
         writer = distributed.is_writer()
     finally:

@@ -28,10 +28,13 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 from textgym.error import TextGymError, require
 
 
-def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
-    """``gym.make`` inside a Ray worker, registering textgym's ids first (the worker is a fresh process)."""
-
-    return gym.make(env_id, **kwargs)
+def make_env(env_id: str, kwargs: dict[str, Any], wrappers: Sequence[Callable[[gym.Env], gym.Env]] = ()) -> gym.Env:
+    """``gym.make`` inside a Ray worker (importing this module there registered textgym's ids),
+    then ``wrappers`` in order, as ``gym.make_vec``'s ``wrappers``."""
+    env = gym.make(env_id, **kwargs)
+    for wrap in wrappers:
+        env = wrap(env)
+    return env
 
 
 class EnvShard:
@@ -164,11 +167,12 @@ class RayVectorEnv(VectorEnv):
         self._env_obs: list[Any] = [None] * self.num_envs
 
     @classmethod
-    def from_id(cls, env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None, **kwargs: Any):
-        """``num_envs`` copies of a registered env, made inside the actors by id."""
+    def from_id(cls, env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None,
+                wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (), **kwargs: Any):
+        """``num_envs`` copies of a registered env, made inside the actors by id, each wrapped by ``wrappers``."""
         if int(num_envs) < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        fn = partial(make_env, env_id, dict(env_kwargs or {}))
+        fn = partial(make_env, env_id, dict(env_kwargs or {}), tuple(wrappers))
         return cls([fn] * int(num_envs), **kwargs)
 
     def reset(self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None):

@@ -7,6 +7,11 @@ of the whole batch's loss), then ``optax.chain(clip_by_global_norm, adamw)`` app
 parameters and optimiser state stay float32; ``compute_dtype="bfloat16"`` casts a copy for the
 forward pass. Each micro-batch is cut at its rows' prompts
 (:func:`~textgym.algos.grpo.batch.split_prompts`), so a group's shared prompt runs once.
+
+Over several processes (``jax.distributed``), the mesh spans every process's devices and the
+learner is data-parallel across them: each process passes the same global batch, its devices
+run their rows, and XLA adds the gradients up. The parameters are replicated, so each process
+reads its own copy (:func:`_local`) for its sampler and for the files that process 0 alone writes.
 """
 
 from __future__ import annotations
@@ -138,7 +143,10 @@ class Learner(BaseLearner):
     def __init__(self, policy: JaxLanguageModel, config: GRPOConfig, *, mesh: jax.sharding.Mesh | None = None):
         if mesh is not None and config.micro_batch_size % mesh.size:
             raise ValueError(f"micro_batch_size must be a multiple of the mesh size {mesh.size}, got {config.micro_batch_size}")
+        if jax.process_count() > 1 and (mesh is None or mesh.shape["fsdp"] > 1):
+            raise ValueError("over several JAX processes the learner is data-parallel: give it a mesh data=<all devices>")
         self.policy, self.config, self.mesh = policy, config, mesh
+        self.is_writer = jax.process_index() == 0
         self.optimizer = make_optimizer(config)
         self.schedule = make_schedule(config)
         self.step = 0
@@ -150,7 +158,10 @@ class Learner(BaseLearner):
         self._stacked: tuple[Batch, PromptSplit] | None = None  # the last batch's micro-batches, reused across iterations
 
     def _place(self, tree):
-        return tree if self.mesh is None else shard_params(tree, self.mesh)
+        if self.mesh is None:
+            return tree
+        # Host copies: a device array of one process cannot be placed on another's devices.
+        return shard_params(jax.tree.map(np.asarray, tree) if jax.process_count() > 1 else tree, self.mesh)
 
     def _micro_batches(self, batch: Batch) -> PromptSplit:
         """Split every micro-batch at its prompts and stack them as ``(n_micro, rows, ...)`` for the scan."""
@@ -188,21 +199,30 @@ class Learner(BaseLearner):
         )
         self.step += 1
         self._publish()
-        return {k: float(v) for k, v in jax.device_get(metrics).items()} | {"stats/lr": lr}
+        return {k: float(_local(v)) for k, v in metrics.items()} | {"stats/lr": lr}
 
     def _publish(self) -> None:
-        """Give the policy (the sampler) the new weights, in its own dtype."""
+        """Give the policy (the sampler) the new weights, in its own dtype (this process's copy)."""
         dtype = jax.tree.leaves(self.policy.params)[0].dtype
-        self.policy.params = jax.tree.map(lambda p: p.astype(dtype), self.params)
+        self.policy.params = jax.tree.map(lambda p: _local(p).astype(dtype), self.params)
 
     # ----- checkpoints (the layout of textgym.algos.grpo.learner) -----
 
     def export(self, directory: str | os.PathLike) -> None:
-        """Write the current weights as a Hugging Face directory (float32) with the source's tokenizer files."""
-        export_params(self.params, self.policy.config, directory, source_dir=self.policy.path)
+        """Write the current weights as a Hugging Face directory (float32) with the source's
+        tokenizer files (process 0 only)."""
+        if self.is_writer:
+            export_params(jax.tree.map(_local, self.params), self.policy.config, directory, source_dir=self.policy.path)
+        self._barrier()
 
     def _export_reference(self, directory: Path) -> None:
-        export_params(self.ref_params, self.policy.config, directory)
+        export_params(jax.tree.map(_local, self.ref_params), self.policy.config, directory)
+
+    def _barrier(self) -> None:
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices("textgym learner")
 
     def _load_weights(self, directory: Path, reference: Path | None) -> None:
         try:
@@ -217,7 +237,7 @@ class Learner(BaseLearner):
 
     def _optimizer_state(self) -> dict[str, np.ndarray]:
         leaves = jax.tree_util.tree_flatten_with_path(self.opt_state)[0]
-        return {jax.tree_util.keystr(p): np.asarray(jax.device_get(x)) for p, x in leaves}
+        return {jax.tree_util.keystr(p): np.asarray(_local(x)) for p, x in leaves}
 
     def _load_optimizer_state(self, tensors: dict[str, np.ndarray]) -> None:
         paths, treedef = jax.tree_util.tree_flatten_with_path(self.opt_state)
@@ -225,3 +245,8 @@ class Learner(BaseLearner):
         check_state(tensors, {k: np.shape(x) for k, (_, x) in zip(keys, paths)}, "optimizer state")
         leaves = [jnp.asarray(tensors[k], dtype=x.dtype) for k, (_, x) in zip(keys, paths)]
         self.opt_state = self._place(jax.tree_util.tree_unflatten(treedef, leaves))
+
+
+def _local(x: jax.Array) -> jax.Array:
+    """This process's copy of a replicated array (the array itself when one process holds it all)."""
+    return x if x.is_fully_addressable else x.addressable_data(0)

@@ -15,11 +15,11 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tests.algos.test_train import SMALL, comparable, weights  # noqa: E402
-from textgym.algos import runtime, tiny  # noqa: E402
-from textgym.algos.grpo import GRPOConfig, drop_zero_std_groups, pack  # noqa: E402
-from textgym.algos.metrics import read_metrics  # noqa: E402
-from textgym.rollout import read_rollouts  # noqa: E402
+from tests.algos.test_train import SMALL, comparable, weights
+from textgym.algos import backends, tiny
+from textgym.algos.grpo import GRPOConfig, drop_zero_std_groups, pack, policy_prefix
+from textgym.algos.metrics import read_metrics
+from textgym.rollout import read_rollouts
 
 # The module that registers the one-turn test env, imported by gym.make in every process.
 ENV = "tests.algos.test_train:textgym-test/AsciiFirst-v0"
@@ -42,43 +42,57 @@ def train_argv(model_dir: Path, out: Path, *extra: str) -> list[str]:
             "--save-every", "1", "--log-rollouts-every", "1", "--no-progress", "--no-plot", *GRPO_FLAGS, *extra]
 
 
-@pytest.fixture(scope="module")
-def two_process_run(model_dir, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("ddp") / "run"
-    done = textgym(*train_argv(model_dir, out, "--nproc", "2"))
+def run_two(model_dir: Path, out: Path, *extra: str) -> Path:
+    done = textgym(*train_argv(model_dir, out, "--nproc", "2", *extra))
     assert done.returncode == 0, done.stderr[-4000:]
     return out
 
 
-# In the default suite (about 50 s here, most of it starting torchrun's two processes): the core claim.
-def test_two_processes_equal_one_on_the_same_global_batch(model_dir, two_process_run):
-    from textgym.algos.torch import Learner, load_policy
+@pytest.fixture(scope="module")
+def two_process_run(model_dir, tmp_path_factory) -> Path:
+    return run_two(model_dir, tmp_path_factory.mktemp("ddp") / "run")
 
-    out = two_process_run
+
+def assert_one_process_takes_the_same_steps(out: Path, model_dir: Path, backend: str) -> None:
+    """Replay the run's logged global batches in this one process; the weights must agree within 1e-5."""
+    module = backends.load_backend(backend)
     grpo = GRPOConfig(**json.loads((out / "config.json").read_text())["grpo"])
-    policy = load_policy(model_dir)
-    learner = Learner(policy, grpo)
+    policy = module.load_policy(model_dir)
+    learner = module.Learner(policy, grpo)
     records = read_metrics(out / "metrics.jsonl")
-    assert [r["step"] for r in records] == [0, 1, 2]  # rank 0 alone wrote them, once each
+    assert [r["step"] for r in records] == [0, 1, 2]  # process 0 alone wrote them, once each
     trained = 0
     for step in (1, 2):  # the global batch of each step: every group both processes played
         rollouts = read_rollouts(out / "rollouts" / f"step_{step:06d}.jsonl")
         assert len(rollouts) == 8 and [r.group for r in rollouts] == [0] * 4 + [1] * 4
         kept, _ = drop_zero_std_groups(rollouts, grpo)
-        if not kept:
+        batch = pack([policy_prefix(r) for r in kept], grpo, pad_id=policy.pad_id) if kept else None
+        if batch is None or not np.any(batch.advantages != 0):  # every group's rewards equal: no update
             assert records[step]["train/skipped_update"] == 1.0
             continue
-        metrics = learner.train_step(pack([runtime.policy_prefix(r) for r in kept], grpo, pad_id=policy.pad_id))
+        metrics = learner.train_step(batch)
         for name in ("loss/total", "loss/policy", "stats/grad_norm", "stats/tokens"):
             assert records[step][name] == pytest.approx(metrics[name], abs=1e-5), name
         trained += 1
     assert trained, "no step had a group with differing rewards; pick another seed"
-    got, start = weights(out / "final"), weights(model_dir)
+    learner.export(out.parent / "one_process")
+    got, want, start = weights(out / "final"), weights(out.parent / "one_process"), weights(model_dir)
     assert any(not np.array_equal(start[k], got[k]) for k in start)
-    want = {k: v.detach().numpy() for k, v in policy.model.state_dict().items()}
     for name, value in got.items():
         np.testing.assert_allclose(value, want[name], atol=1e-5, err_msg=name)
     assert json.loads((out / "summary.json").read_text())["steps"] == 2
+
+
+# In the default suite (about 50 s here, most of it starting torchrun's two processes): the core claim.
+def test_two_processes_equal_one_on_the_same_global_batch(model_dir, two_process_run):
+    assert_one_process_takes_the_same_steps(two_process_run, model_dir, "torch")
+
+
+@pytest.mark.slow  # two JAX processes compile their steps separately: ~1-2 min on 2 shared cores
+def test_two_jax_processes_form_one_mesh_and_equal_one(model_dir, tmp_path):
+    pytest.importorskip("jax")
+    out = run_two(model_dir, tmp_path / "run", "--backend", "jax")
+    assert_one_process_takes_the_same_steps(out, model_dir, "jax")
 
 
 @pytest.mark.slow  # three more torchrun launches
@@ -100,6 +114,17 @@ def test_a_stopped_two_process_run_resumes_exactly_and_only_with_two(model_dir, 
     a, b = weights(out / "final"), weights(two_process_run / "final")
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+@pytest.mark.slow  # waits out the coordinator's minute
+def test_an_unreachable_jax_coordinator_is_one_line(model_dir, tmp_path):
+    from tests.serve.conftest import free_port
+
+    argv = train_argv(model_dir, tmp_path / "run", "--backend", "jax", "--coordinator", f"127.0.0.1:{free_port()}",
+                      "--num-processes", "2", "--process-id", "1")
+    done = textgym(*argv, timeout=300)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "cannot reach the JAX coordinator" in done.stderr
 
 
 def test_a_world_size_that_splits_a_group_is_one_line(model_dir, tmp_path):

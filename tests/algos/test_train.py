@@ -327,7 +327,7 @@ def test_help_documents_every_flag_from_the_config_field_docs():
     actions = {a.dest: a for a in parser._actions if a.dest != "help"}
     import dataclasses as dc
 
-    wanted = {f.name for f in dc.fields(TrainConfig)} - {"grpo"} | {f.name for f in dc.fields(GRPOConfig)} - {"seed"} | {"print_config", "nproc"}
+    wanted = {f.name for f in dc.fields(TrainConfig)} - {"grpo"} | {f.name for f in dc.fields(GRPOConfig)} - {"seed"} | {"print_config", "nproc", "coordinator", "num_processes", "process_id"}
     assert set(actions) == wanted
     for name, action in actions.items():
         assert action.help and "See " not in action.help, name  # a real description, never a pointer

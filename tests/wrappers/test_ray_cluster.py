@@ -22,17 +22,19 @@ from textgym.wrappers.ray_vector import RayVectorEnv
 
 @pytest.fixture(scope="module")
 def cluster():
-    with two_node_cluster() as address:
-        yield address
+    with two_node_cluster() as (address, home):
+        yield address, home
 
 
 @pytest.fixture
 def joined(cluster, monkeypatch):
     """This process joined to the cluster the way a user's script is: ``address="auto"`` and ``RAY_ADDRESS``."""
-    monkeypatch.setenv("RAY_ADDRESS", cluster)
+    address, home = cluster
+    monkeypatch.setenv("RAY_ADDRESS", address)
+    monkeypatch.setenv("HOME", home)
     # Workers cannot import the test package: ship the toy env's module by value.
     ray.cloudpickle.register_pickle_by_value(sys.modules[CountdownEnv.__module__])
-    yield cluster
+    yield address
     ray.shutdown()
 
 
@@ -114,3 +116,24 @@ def test_no_cluster_at_the_address_is_one_clear_error(monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{free_port()}")
     with pytest.raises(TextGymError, match="cannot reach the Ray cluster"):
         RayVectorEnv([CountdownEnv], address="auto")
+
+
+@pytest.mark.slow
+def test_textgym_train_plays_its_envs_on_the_cluster(cluster, tmp_path):
+    import os
+    import subprocess
+
+    from textgym.algos.metrics import read_metrics
+
+    address, home = cluster
+    env = dict(os.environ, RAY_ADDRESS=address, HOME=home, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
+    out = tmp_path / "run"
+    argv = ["train", "--env", "tests.algos.test_train:textgym-test/AsciiFirst-v0", "--vectorization-mode", "ray",
+            "--output-dir", str(out), "--steps", "2", "--prompts-per-step", "2", "--group-size", "4", "--num-envs", "4",
+            "--eval-episodes", "4", "--eval-every", "2", "--max-new-tokens", "3", "--max-length", "64",
+            "--log-rollouts-every", "1", "--no-progress", "--no-plot"]
+    done = subprocess.run([sys.executable, "-m", "textgym.cli", *argv], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Connecting to existing Ray cluster" in done.stderr
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [0, 1, 2]
+    assert len((out / "rollouts" / "step_000002.jsonl").read_text().splitlines()) == 8
