@@ -63,10 +63,21 @@ def without_nproc(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def entry() -> list[str]:
+    """What each process runs: ``-m textgym.cli``, or the script that called ``textgym.cli.main``
+    (a project's own script registers its own envs before it hands over to textgym)."""
+    import textgym.cli
+
+    script = sys.argv[0] if sys.argv and sys.argv[0].endswith(".py") and os.path.isfile(sys.argv[0]) else None
+    if script is None or os.path.samefile(script, textgym.cli.__file__):
+        return ["-m", "textgym.cli"]
+    return [script]
+
+
 def torchrun_command(nproc: int, argv: Sequence[str]) -> list[str]:
     """The ``torchrun`` command line that runs ``textgym <argv>`` as ``nproc`` local ranks."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-            "-m", "textgym.cli", *without_nproc(argv)]
+            *entry(), *without_nproc(argv)]
 
 
 def run_torchrun(nproc: int, argv: Sequence[str]) -> int:
@@ -82,7 +93,7 @@ def run_jax_processes(nproc: int, argv: Sequence[str]) -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    base = [sys.executable, "-m", "textgym.cli", *without_nproc(argv), "--coordinator", f"127.0.0.1:{port}",
+    base = [sys.executable, *entry(), *without_nproc(argv), "--coordinator", f"127.0.0.1:{port}",
             "--num-processes", str(nproc)]
     env = dict(os.environ)
     env.setdefault("JAX_PLATFORMS", "cpu")  # one CPU device per process; GPUs: give each process its own (docs/scaling.md)

@@ -21,8 +21,15 @@ from textgym.algos.grpo import GRPOConfig, drop_zero_std_groups, pack, policy_pr
 from textgym.algos.metrics import read_metrics
 from textgym.rollout import read_rollouts
 
-# The module that registers the one-turn test env, imported by gym.make in every process.
-ENV = "tests.algos.test_train:textgym-test/AsciiFirst-v0"
+ENV = "textgym-test/AsciiFirst-v0"
+# A project's own script: it registers its envs, then hands over to textgym's command line (and
+# --nproc starts every process with it).
+ENTRY = """
+import sys
+import tests.algos.test_train  # registers the one-turn test env
+from textgym.cli import main
+sys.exit(main())
+"""
 GRPO_FLAGS = ["--group-size", "4", "--lr", "3e-3", "--max-new-tokens", "3", "--max-length", "64", "--micro-batch-size", "2"]
 
 
@@ -31,9 +38,16 @@ def model_dir(tmp_path_factory) -> Path:
     return tiny.create(tmp_path_factory.mktemp("tiny"), seed=0, size=SMALL)
 
 
-def textgym(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess:
+@pytest.fixture(scope="module")
+def entry(tmp_path_factory) -> Path:
+    script = tmp_path_factory.mktemp("entry") / "train_with_test_envs.py"
+    script.write_text(ENTRY)
+    return script
+
+
+def textgym(entry: Path, *argv: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
-    return subprocess.run([sys.executable, "-m", "textgym.cli", *argv], env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, str(entry), *argv], env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def train_argv(model_dir: Path, out: Path, *extra: str) -> list[str]:
@@ -42,15 +56,15 @@ def train_argv(model_dir: Path, out: Path, *extra: str) -> list[str]:
             "--save-every", "1", "--log-rollouts-every", "1", "--no-progress", "--no-plot", *GRPO_FLAGS, *extra]
 
 
-def run_two(model_dir: Path, out: Path, *extra: str) -> Path:
-    done = textgym(*train_argv(model_dir, out, "--nproc", "2", *extra))
+def run_two(entry: Path, model_dir: Path, out: Path, *extra: str) -> Path:
+    done = textgym(entry, *train_argv(model_dir, out, "--nproc", "2", *extra))
     assert done.returncode == 0, done.stderr[-4000:]
     return out
 
 
 @pytest.fixture(scope="module")
-def two_process_run(model_dir, tmp_path_factory) -> Path:
-    return run_two(model_dir, tmp_path_factory.mktemp("ddp") / "run")
+def two_process_run(entry, model_dir, tmp_path_factory) -> Path:
+    return run_two(entry, model_dir, tmp_path_factory.mktemp("ddp") / "run")
 
 
 def assert_one_process_takes_the_same_steps(out: Path, model_dir: Path, backend: str) -> None:
@@ -89,26 +103,26 @@ def test_two_processes_equal_one_on_the_same_global_batch(model_dir, two_process
 
 
 @pytest.mark.slow  # two JAX processes compile their steps separately: ~1-2 min on 2 shared cores
-def test_two_jax_processes_form_one_mesh_and_equal_one(model_dir, tmp_path):
+def test_two_jax_processes_form_one_mesh_and_equal_one(entry, model_dir, tmp_path):
     pytest.importorskip("jax")
-    out = run_two(model_dir, tmp_path / "run", "--backend", "jax")
+    out = run_two(entry, model_dir, tmp_path / "run", "--backend", "jax")
     assert_one_process_takes_the_same_steps(out, model_dir, "jax")
 
 
 @pytest.mark.slow  # three more torchrun launches
-def test_a_stopped_two_process_run_resumes_exactly_and_only_with_two(model_dir, two_process_run, tmp_path):
+def test_a_stopped_two_process_run_resumes_exactly_and_only_with_two(entry, model_dir, two_process_run, tmp_path):
     out = tmp_path / "run"
-    first = textgym(*train_argv(model_dir, out, "--nproc", "2", "--stop-after", "1"))
+    first = textgym(entry, *train_argv(model_dir, out, "--nproc", "2", "--stop-after", "1"))
     assert first.returncode == 0, first.stderr[-4000:]
     state = json.loads((out / "checkpoints" / "step_000001" / "run_state.json").read_text())
     assert state == {"step": 1, "world_size": 2}
 
     for wrong in ([], ["--nproc", "1"]):  # one process on a two-process checkpoint: one line, nothing run
-        refused = textgym(*train_argv(model_dir, out, *wrong))
+        refused = textgym(entry, *train_argv(model_dir, out, *wrong))
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
         assert "written by a run of 2 processes" in refused.stderr and "--nproc 2" in refused.stderr
 
-    second = textgym(*train_argv(model_dir, out, "--nproc", "2"))
+    second = textgym(entry, *train_argv(model_dir, out, "--nproc", "2"))
     assert second.returncode == 0, second.stderr[-4000:]
     assert comparable(read_metrics(out / "metrics.jsonl")) == comparable(read_metrics(two_process_run / "metrics.jsonl"))
     a, b = weights(out / "final"), weights(two_process_run / "final")
@@ -117,29 +131,29 @@ def test_a_stopped_two_process_run_resumes_exactly_and_only_with_two(model_dir, 
 
 
 @pytest.mark.slow  # waits out the coordinator's minute
-def test_an_unreachable_jax_coordinator_is_one_line(model_dir, tmp_path):
+def test_an_unreachable_jax_coordinator_is_one_line(entry, model_dir, tmp_path):
     from tests.serve.conftest import free_port
 
     argv = train_argv(model_dir, tmp_path / "run", "--backend", "jax", "--coordinator", f"127.0.0.1:{free_port()}",
                       "--num-processes", "2", "--process-id", "1")
-    done = textgym(*argv, timeout=300)
+    done = textgym(entry, *argv, timeout=300)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "cannot reach the JAX coordinator" in done.stderr
 
 
-def test_a_world_size_that_splits_a_group_is_one_line(model_dir, tmp_path):
-    done = textgym(*train_argv(model_dir, tmp_path / "run", "--nproc", "3"), timeout=120)
+def test_a_world_size_that_splits_a_group_is_one_line(entry, model_dir, tmp_path):
+    done = textgym(entry, *train_argv(model_dir, tmp_path / "run", "--nproc", "3"), timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "prompts_per_step (2) must be a multiple of the number of processes (3)" in done.stderr
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
 @pytest.mark.slow  # torchrun with two torch processes
-def test_sft_over_two_processes_equals_one(model_dir, tmp_path):
+def test_sft_over_two_processes_equals_one(entry, model_dir, tmp_path):
     argv = ["sft", "--env", ENV, "--model", str(model_dir), "--chat-template", "compact", "--steps", "2", "--demos", "8",
             "--batch-size", "4", "--micro-batch-size", "1", "--max-length", "64", "--no-progress"]
-    one = textgym(*argv, "--output-dir", str(tmp_path / "one"))
-    two = textgym(*argv, "--output-dir", str(tmp_path / "two"), "--nproc", "2")
+    one = textgym(entry, *argv, "--output-dir", str(tmp_path / "one"))
+    two = textgym(entry, *argv, "--output-dir", str(tmp_path / "two"), "--nproc", "2")
     assert one.returncode == 0 and two.returncode == 0, one.stderr[-3000:] + two.stderr[-3000:]
     assert two.stdout.count("SFT model written to") == 1  # rank 0 alone reports and writes
     a, b = weights(tmp_path / "one" / "final"), weights(tmp_path / "two" / "final")
