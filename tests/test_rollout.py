@@ -100,6 +100,29 @@ def test_fewer_episodes_than_envs_and_defaults():
     assert [(r.seed, r.group) for r in rollouts] == [(5, 0), (5, 0), (6, 1)]
 
 
+class LiveTextOracle(TextOracle):
+    """The text oracle, recording which slots collect says hold an episode before each act."""
+
+    def __init__(self, venv):
+        super().__init__(venv)
+        self.live = []
+
+    def set_live_slots(self, live):
+        self.live.append(None if live is None else live.tolist())
+
+
+@pytest.mark.parametrize("autoreset", list(AutoresetMode))
+def test_a_policy_hears_which_slots_hold_episodes(autoreset):
+    venv = ladder_venv("sync", autoreset, n=3)
+    policy = LiveTextOracle(venv)
+    try:
+        rollouts = collect(venv, policy, seeds=[0, 1])  # 5 and 3 turns; the third slot never holds one
+    finally:
+        venv.close()
+    assert [r.turns for r in rollouts] == [5, 3]
+    assert policy.live == [[True, True, False]] * 3 + [[True, False, False]] * 2 + [None]
+
+
 @pytest.mark.parametrize("kwargs", [{}, {"episodes": 3, "group_size": 2}, {"episodes": 5, "seeds": [1, 2]}, {"episodes": 0}, {"seeds": [1], "group_size": 0}])
 def test_bad_counts_raise(kwargs):
     venv = ladder_venv("sync", AutoresetMode.NEXT_STEP, n=1)

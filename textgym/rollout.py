@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -270,6 +271,10 @@ def collect(
     * ``DISABLED``: a finished slot is reset at once with the next episode's seed
       (``options={"reset_mask": ...}``).
 
+    A policy with ``set_live_slots(live)`` is told before every ``act`` which slots hold an episode
+    being recorded (it may skip the others and free the state of episodes that ended), and
+    ``set_live_slots(None)`` when collection is over.
+
     With :class:`textgym.wrappers.TokenObservation` sub-envs, token fields come from
     ``info["trajectory"]``, and the policy's logprobs are passed along with its ids.
     A turn the policy flags in ``PolicyOutput.cut`` (its token limit cut it) that ends an unsolved
@@ -342,38 +347,54 @@ def collect(
         return observations
 
     observations = refill(np.ones(n, dtype=bool))
-    while any(s is not None for s in slots):
-        t0 = time.perf_counter()
-        output = policy.act(list(observations), list(infos_by_slot))
-        t1 = time.perf_counter()
-        observations, rewards, terminated, truncated, infos = venv.step(_env_actions(observations, output))
-        cuts = getattr(output, "cut", None)
-        t2 = time.perf_counter()
-        for i, episode in enumerate(slots):
-            infos_by_slot[i] = _slot_info(infos, i)
-            if episode is None:
-                continue
-            episode.reward += float(rewards[i])
-            episode.turn_timing.append({"policy_s": t1 - t0, "env_s": t2 - t1})
-            if terminated[i] or truncated[i]:
-                if mode == AutoresetMode.SAME_STEP:
-                    final_obs, final_info = infos["final_obs"][i], _slot_info(infos["final_info"], i)
+    with _live_slots(policy) as tell_live:
+        while any(s is not None for s in slots):
+            tell_live(slots)
+            t0 = time.perf_counter()
+            output = policy.act(list(observations), list(infos_by_slot))
+            t1 = time.perf_counter()
+            observations, rewards, terminated, truncated, infos = venv.step(_env_actions(observations, output))
+            cuts = getattr(output, "cut", None)
+            t2 = time.perf_counter()
+            for i, episode in enumerate(slots):
+                infos_by_slot[i] = _slot_info(infos, i)
+                if episode is None:
+                    continue
+                episode.reward += float(rewards[i])
+                episode.turn_timing.append({"policy_s": t1 - t0, "env_s": t2 - t1})
+                if terminated[i] or truncated[i]:
+                    if mode == AutoresetMode.SAME_STEP:
+                        final_obs, final_info = infos["final_obs"][i], _slot_info(infos["final_info"], i)
+                    else:
+                        final_obs, final_info = observations[i], infos_by_slot[i]
+                    _note_verification(episode, final_info)
+                    done = bool(terminated[i]), bool(truncated[i])
+                    cut = bool(cuts[i]) if cuts is not None else False
+                    results[episode.index] = _record(episode, env_id, final_obs, final_info, *done, group_size, env_kwargs, cut)
+                    slots[i] = None
                 else:
-                    final_obs, final_info = observations[i], infos_by_slot[i]
-                _note_verification(episode, final_info)
-                done = bool(terminated[i]), bool(truncated[i])
-                cut = bool(cuts[i]) if cuts is not None else False
-                results[episode.index] = _record(episode, env_id, final_obs, final_info, *done, group_size, env_kwargs, cut)
-                slots[i] = None
-            else:
-                _note_verification(episode, infos_by_slot[i])
-        ended = np.asarray(terminated) | np.asarray(truncated)
-        if all(s is None for s in slots):
-            if queue:
-                observations = refill(np.ones(n, dtype=bool))
-        elif mode == AutoresetMode.DISABLED and ended.any():
-            observations = refill(ended)  # sub-envs that ended cannot step again before a reset
+                    _note_verification(episode, infos_by_slot[i])
+            ended = np.asarray(terminated) | np.asarray(truncated)
+            if all(s is None for s in slots):
+                if queue:
+                    observations = refill(np.ones(n, dtype=bool))
+            elif mode == AutoresetMode.DISABLED and ended.any():
+                observations = refill(ended)  # sub-envs that ended cannot step again before a reset
     return results  # type: ignore[return-value]
+
+
+@contextmanager
+def _live_slots(policy: Any) -> Iterator[Callable[[list[Any]], None]]:
+    """Tell a policy with ``set_live_slots`` which slots hold an episode before each ``act`` (the
+    function yielded takes ``collect``'s slots), and None when collection ends, however it ends."""
+    set_live = getattr(policy, "set_live_slots", None)
+    if set_live is None:
+        yield lambda slots: None
+        return
+    try:
+        yield lambda slots: set_live(np.array([s is not None for s in slots]))
+    finally:
+        set_live(None)
 
 
 def _note_verification(episode: _Episode, info: Mapping[str, Any]) -> None:

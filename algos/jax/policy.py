@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from textgym.algos.context_cache import CONTEXT_CACHE_MB, ContextCache
 from textgym.algos.grpo import bucket_length
 from textgym.algos.grpo.config import check_dtype
 from textgym.algos.jax import sampler
@@ -70,18 +71,33 @@ class JaxLanguageModel:
         sampler_dtype: The dtype ``generate`` computes in (``"float32"`` or ``"bfloat16"``); where it
             differs from the parameters', ``generate`` samples from a cast of :attr:`params`, made
             once per parameter tree (a learner's update replaces the tree, so the cast follows it).
+        contexts: The keys and values ``generate`` keeps between calls, so an episode's next turn
+            prefills only its new tokens (None when ``context_cache_mb`` is 0): see
+            :mod:`textgym.algos.context_cache`. Emptied whenever :attr:`params` is replaced.
     """
 
     def __init__(self, config: ModelConfig, params: dict, *, path: str | os.PathLike,
-                 sampler_dtype: Literal["float32", "bfloat16"] = "float32"):
+                 sampler_dtype: Literal["float32", "bfloat16"] = "float32", context_cache_mb: float = CONTEXT_CACHE_MB):
         check_dtype("sampler_dtype", sampler_dtype)
         self.config = config
         self.path = os.fspath(path)
         self.graphdef, _ = abstract_model(config)
+        self.contexts = ContextCache(int(context_cache_mb * 2**20)) if context_cache_mb > 0 else None
+        self._weights_version = 0
         self.params = params
         self.sampler_dtype = sampler_dtype
         self._sampler: tuple[dict, dict] | None = None  # (the params it was cast from, the cast)
         self.pad_id, self.eos_ids = _special_ids(path, config)
+
+    @property
+    def params(self) -> dict:
+        return self._params
+
+    @params.setter
+    def params(self, params: dict) -> None:
+        """A new tree (a learner's update, a restore): the kept keys and values belong to the old one."""
+        self._params = params
+        self._weights_version += 1
 
     def sampler_params(self) -> dict:
         """:attr:`params` in :attr:`sampler_dtype` (themselves when they already are)."""
@@ -141,13 +157,24 @@ class JaxLanguageModel:
 
         Returns:
             ``(ids, logprobs)``: per prompt, the generated int32 ids (stop tokens included) and
-            their float32 logprobs under ``log_softmax(logits / temperature)``.
+            their float32 logprobs under ``log_softmax(logits / temperature)``. A prompt that
+            continues a context an earlier call sampled (the same episode's previous turn)
+            prefills only its new tokens (see :attr:`contexts`); the result is the same, to
+            float rounding.
         """
+        if self.contexts is not None:
+            self.contexts.sync(self._weights_version)
         return sampler.generate(
             self.graphdef, self.sampler_params(), [np.asarray(p, np.int32) for p in prompts], int(max_new_tokens), float(temperature),
             int(seed), top_p=float(top_p), stop_ids=stop_ids,
-            eos_ids=self.eos_ids if eos_ids is None else tuple(eos_ids), pad_id=self.pad_id,
+            eos_ids=self.eos_ids if eos_ids is None else tuple(eos_ids), pad_id=self.pad_id, contexts=self.contexts,
         )
+
+    def release(self, contexts: Sequence[np.ndarray]) -> None:
+        """Free the kept keys and values of episodes that ended with these token contexts."""
+        if self.contexts is not None:
+            for context in contexts:
+                self.contexts.release(context)
 
     def export(self, out_dir: str | os.PathLike) -> None:
         """Write the current weights as a Hugging Face directory (float32)."""
@@ -155,13 +182,15 @@ class JaxLanguageModel:
 
 
 def load_policy(path: str | os.PathLike, *, dtype: Literal["float32", "bfloat16"] = "float32",
-                sampler_dtype: Literal["float32", "bfloat16"] = "float32") -> JaxLanguageModel:
+                sampler_dtype: Literal["float32", "bfloat16"] = "float32", context_cache_mb: float = CONTEXT_CACHE_MB) -> JaxLanguageModel:
     """Load a Llama, Qwen2 or Qwen3 checkpoint directory (``config.json`` + ``*.safetensors``).
 
     Args:
         path: A local Hugging Face model directory.
         dtype: Parameter dtype for inference; training keeps float32 master weights regardless.
         sampler_dtype: What ``generate`` computes in (see :attr:`JaxLanguageModel.sampler_dtype`).
+        context_cache_mb: The most MiB of keys and values kept between ``generate`` calls (0: none,
+            every prompt is prefilled whole; see :attr:`JaxLanguageModel.contexts`).
 
     Raises:
         ValueError: An unsupported architecture, or checkpoint keys that do not fit it.
@@ -170,4 +199,4 @@ def load_policy(path: str | os.PathLike, *, dtype: Literal["float32", "bfloat16"
     config = ModelConfig.from_dir(path)
     jdtype = jnp.dtype(dtype)
     params = jax.tree.map(lambda a: jnp.asarray(a, jdtype), load_params(path, config))
-    return JaxLanguageModel(config, params, path=path, sampler_dtype=sampler_dtype)
+    return JaxLanguageModel(config, params, path=path, sampler_dtype=sampler_dtype, context_cache_mb=context_cache_mb)

@@ -13,6 +13,12 @@ is donated to the decode loop, so it is updated in place.
 
 Left padding puts every prompt's last token in the same slot, which makes the prefill's logits
 one slice and every decode step write the same cache slot for all rows.
+
+With a :class:`~textgym.algos.context_cache.ContextCache`, the slots of a prompt's tokens that an
+earlier call already ran (an episode's previous turns) are filled from it: only the last ``N``
+slots run through the model, where ``N`` (in the same sixteenths) covers what any distinct prompt
+has not cached, and the layout is the one a full prefill has, so the decode loop is the same.
+After the call each row's keys and values, generated tokens included, are stored.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from textgym.algos.context_cache import MISS, ContextCache, Hit
 from textgym.algos.grpo import bucket_length, fine_bucket
 from textgym.algos.grpo.batch import distinct_prompts
 from textgym.algos.grpo.learner import stop_sequences
@@ -87,25 +94,58 @@ def sample_token(logits: jax.Array, key: jax.Array, temperature: jax.Array, top_
 
 
 @partial(jax.jit, static_argnames=("graphdef", "cache_len"))
-def prefill(graphdef: nnx.GraphDef, params, prompt_ids, prompt_mask, rows, cache_len: int):
-    """Run the distinct left-padded prompts ``(U, P)`` into a fresh cache, then copy it per row.
+def prefill(graphdef: nnx.GraphDef, params, prompt_ids, prompt_mask, past, rows, cache_len: int):
+    """Run the distinct left-padded prompts' last ``N`` slots into a cache, then copy it per row.
 
     A GRPO group repeats one prompt ``group_size`` times: running each distinct prompt once and
     gathering its cache for every row that samples from it saves most of the prefill.
 
     Args:
+        prompt_ids: ``(U, N)`` the last ``N`` slots of the prompts, left-padded to ``P`` slots.
+        prompt_mask: ``(U, P)`` 1 on the prompts' real tokens.
+        past: ``(U, layers, 2, K, P - N, D)`` keys and values of the first ``P - N`` slots, or
+            None when ``N == P``.
         rows: ``(B,)`` index of each sampled row's prompt in ``prompt_ids``.
 
     Returns:
         ``(last logits (B, V), cache, key-slot mask (B, S))``.
     """
     model = nnx.merge(graphdef, params)
-    u, p = prompt_ids.shape
+    u, p = prompt_mask.shape
+    start = p - prompt_ids.shape[1]
     kv_mask = jnp.pad(prompt_mask, ((0, 0), (0, cache_len - p)))
     cache = empty_cache(model, u, cache_len, jax.tree.leaves(params)[0].dtype)
-    logits, cache = model(prompt_ids, positions_from_mask(prompt_mask), kv_mask, cache, 0, last_only=True)
+    if past is not None:
+        cache = tuple((k.at[:, :, :start].set(past[:, i, 0]), v.at[:, :, :start].set(past[:, i, 1])) for i, (k, v) in enumerate(cache))
+    positions = positions_from_mask(prompt_mask)[:, start:]
+    logits, cache = model(prompt_ids, positions, kv_mask, cache, start, last_only=True)
     take = partial(jnp.take, indices=rows, axis=0)
     return take(logits[:, -1]), jax.tree.map(take, cache), take(kv_mask)
+
+
+def cached_slots(distinct: Sequence[np.ndarray], hits: Sequence[Hit], rows: int, prompt_len: int, new: int) -> np.ndarray | None:
+    """``(rows, layers, 2, K, prompt_len - new, D)``: each prompt's cached keys and values, right-aligned
+    against its ``new`` slots that run (None when none are cached)."""
+    cached = prompt_len - new
+    if cached == 0:
+        return None
+    first = next(h.entry.kv for h in hits if h.entry is not None)  # (layers, 2, K, L, D)
+    past = np.zeros((rows, *first.shape[:3], cached, first.shape[-1]), first.dtype)
+    for j, (prompt, hit) in enumerate(zip(distinct, hits)):
+        used = len(prompt) - new
+        if used > 0:
+            past[j, ..., cached - used :, :] = hit.entry.kv[..., :used, :]
+    return past
+
+
+def store_contexts(contexts: ContextCache, cache, rows: Sequence[np.ndarray], tokens: np.ndarray, lengths: np.ndarray,
+                   prompt_len: int) -> None:
+    """Store each row's prompt and sampled ids with their keys and values (every sampled token ran)."""
+    layers = jax.device_get(cache)  # per layer (keys, values), each (B, K, S, D)
+    for b, prompt in enumerate(rows):
+        lo, hi = prompt_len - len(prompt), prompt_len + int(lengths[b])
+        kv = np.stack([np.stack((k[b, :, lo:hi], v[b, :, lo:hi])) for k, v in layers])  # (layers, 2, K, L, D)
+        contexts.add(np.concatenate([prompt, tokens[b, : lengths[b]]]), kv, kv.nbytes)
 
 
 @partial(jax.jit, static_argnames=("graphdef", "use_top_p", "buffer"), donate_argnames=("cache",))
@@ -114,8 +154,9 @@ def decode(graphdef: nnx.GraphDef, params, cache, kv_mask, logits, next_pos, don
     """Sample up to ``max_new`` tokens into a ``buffer``-long output, one cached step at a time.
 
     Returns:
-        ``(tokens (B, buffer), logprobs (B, buffer), lengths (B,), cache)``; the cache is returned
-        only so that the donated input buffer backs the loop's carry.
+        ``(tokens (B, buffer), logprobs (B, buffer), lengths (B,), cache)``; the cache holds every
+        sampled token's keys and values (each step runs the token it sampled), which the next turn
+        of an episode reuses.
     """
     model = nnx.merge(graphdef, params)
     b = logits.shape[0]
@@ -161,31 +202,47 @@ def generate(
     stop_ids: Sequence[int | Sequence[int]] = (),
     eos_ids: Sequence[int] = (),
     pad_id: int = 0,
+    contexts: ContextCache | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Sample continuations; see :meth:`textgym.algos.jax.policy.JaxLanguageModel.generate`."""
+    """Sample continuations; see :meth:`textgym.algos.jax.policy.JaxLanguageModel.generate`.
+
+    ``contexts``: where earlier calls' keys and values are looked up and this call's are stored
+    (None: every prompt is prefilled whole and nothing is kept).
+    """
     if not prompts:
         return [], []
     if any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
     n = len(prompts)
     distinct, source = distinct_prompts(prompts)
+    hits = [contexts.lookup(p) for p in distinct] if contexts is not None else [MISS] * len(distinct)
     rows = bucket_length(n, _UNBOUNDED, min_bucket=1)
     # Every decode step attends to all prompt + generated slots: a tight bucket saves each step.
     prompt_len = fine_bucket(max(len(p) for p in distinct))
+    new = min(prompt_len, fine_bucket(max(len(p) - h.length for p, h in zip(distinct, hits))))
     buffer = bucket_length(max_new_tokens, _UNBOUNDED)
     ids = np.full((bucket_length(len(distinct), _UNBOUNDED, min_bucket=1), prompt_len), pad_id, np.int32)
     mask = np.zeros(ids.shape, np.int32)
     for i, p in enumerate(distinct):
         ids[i, prompt_len - len(p) :] = p
         mask[i, prompt_len - len(p) :] = 1
+    if contexts is not None:
+        contexts.reused_tokens += sum(max(len(p) - new, 0) for p in distinct)
+        contexts.prefilled_tokens += sum(min(len(p), new) for p in distinct)
+    past = cached_slots(distinct, hits, len(ids), prompt_len, new)
     source = np.pad(source, (0, rows - n))  # batch padding rows copy prompt 0 and never run
-    logits, cache, kv_mask = prefill(graphdef, params, ids, mask, source, cache_len=prompt_len + buffer)
+    logits, cache, kv_mask = prefill(graphdef, params, ids[:, prompt_len - new :], mask, past, source, cache_len=prompt_len + buffer)
     done = np.arange(rows) >= n  # batch padding rows never run
     next_pos = mask.sum(axis=1).astype(np.int32)[source]
-    tokens, lps, lengths, _ = decode(
+    tokens, lps, lengths, cache = decode(
         graphdef, params, cache, kv_mask, logits, next_pos, done, jax.random.key(seed), np.int32(max_new_tokens),
         np.float32(temperature), np.float32(top_p), stop_matrix(stop_ids, eos_ids), np.int32(pad_id),
         use_top_p=top_p < 1.0, buffer=buffer,
     )
     tokens, lps, lengths = jax.device_get((tokens, lps, lengths))
+    if contexts is not None:
+        store_contexts(contexts, cache, [distinct[j] for j in source[:n]], tokens, lengths, prompt_len)
+        for hit in hits:
+            if hit.extends:  # the episode's longer context replaces it
+                contexts.drop(hit.entry)
     return [tokens[i, : lengths[i]].copy() for i in range(n)], [lps[i, : lengths[i]].copy() for i in range(n)]

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
+from textgym.algos.context_cache import CONTEXT_CACHE_MB, ContextCache
 from textgym.algos.grpo.batch import PromptSplit
 from textgym.algos.grpo.config import ComputeDType, check_dtype
 from textgym.algos.models import has_tokenizer
@@ -77,11 +78,15 @@ class TorchLanguageModel:
             differs from the model's, ``generate`` runs a copy of the model in that dtype, re-cast
             from :attr:`model` whenever a parameter changed (a learner step, a restore), so the
             weights the learner trains keep their own dtype.
+        contexts: The keys and values ``generate`` keeps between calls, so an episode's next turn
+            prefills only its new tokens (None when ``context_cache_mb`` is 0): see
+            :mod:`textgym.algos.context_cache`. Emptied whenever the weights change.
     """
 
     def __init__(self, model: torch.nn.Module, tokenizer, path: str | os.PathLike | None = None, *,
-                 sampler_dtype: ComputeDType = "float32"):
+                 sampler_dtype: ComputeDType = "float32", context_cache_mb: float = CONTEXT_CACHE_MB):
         check_dtype("sampler_dtype", sampler_dtype)
+        self.contexts = ContextCache(int(context_cache_mb * 2**20)) if context_cache_mb > 0 else None
         self.model = model
         self.tokenizer = tokenizer
         self.path = None if path is None else Path(path)
@@ -161,7 +166,9 @@ class TorchLanguageModel:
 
         Prompts are left-padded into one prefill; then one token per step for every unfinished
         row, until each has produced an end-of-turn token, ended with a stop sequence, or reached
-        ``max_new_tokens``.
+        ``max_new_tokens``. A prompt that continues a context an earlier call sampled (the same
+        episode's previous turn) prefills only its new tokens (see :attr:`contexts`); the result
+        is the same, to float rounding.
 
         Args:
             prompts: 1-D int arrays of token ids (lengths may differ).
@@ -182,12 +189,22 @@ class TorchLanguageModel:
         was_training = self.model.training
         self.model.eval()
         try:
+            model = self.sampler_model()
+            if self.contexts is not None:
+                self.contexts.sync(tuple((p.data_ptr(), p._version) for p in model.parameters()))
             return generate(
-                self.sampler_model(), prompts, int(max_new_tokens), float(temperature), int(seed), top_p=float(top_p),
+                model, prompts, int(max_new_tokens), float(temperature), int(seed), top_p=float(top_p),
                 stop_ids=stop_ids, eos_ids=self.eos_ids if eos_ids is None else eos_ids, pad_id=self.pad_id,
+                contexts=self.contexts,
             )
         finally:
             self.model.train(was_training)
+
+    def release(self, contexts: Sequence[np.ndarray]) -> None:
+        """Free the kept keys and values of episodes that ended with these token contexts."""
+        if self.contexts is not None:
+            for context in contexts:
+                self.contexts.release(context)
 
     def export(self, out_dir: str | os.PathLike) -> None:
         """Write the current weights and tokenizer as a Hugging Face directory."""
@@ -198,7 +215,7 @@ class TorchLanguageModel:
 
 
 def load_policy(path: str | os.PathLike, *, dtype: str = "float32", device: str | torch.device = "cpu",
-                sampler_dtype: ComputeDType = "float32") -> TorchLanguageModel:
+                sampler_dtype: ComputeDType = "float32", context_cache_mb: float = CONTEXT_CACHE_MB) -> TorchLanguageModel:
     """Load a local Hugging Face causal-LM directory (config.json, safetensors, tokenizer if any).
 
     Args:
@@ -206,6 +223,8 @@ def load_policy(path: str | os.PathLike, *, dtype: str = "float32", device: str 
         dtype: Parameter dtype, ``"float32"`` (training) or ``"bfloat16"``.
         device: Where the model lives.
         sampler_dtype: What ``generate`` computes in (see :attr:`TorchLanguageModel.sampler_dtype`).
+        context_cache_mb: The most MiB of keys and values kept between ``generate`` calls (0: none,
+            every prompt is prefilled whole; see :attr:`TorchLanguageModel.contexts`).
 
     Raises:
         FileNotFoundError: ``path`` is not a directory with a ``config.json``.
@@ -218,4 +237,4 @@ def load_policy(path: str | os.PathLike, *, dtype: str = "float32", device: str 
     model.train()
     # A weights-only directory has no tokenizer; only text needs one (models.load_tokenizer says so).
     tokenizer = AutoTokenizer.from_pretrained(str(path)) if has_tokenizer(path) else None
-    return TorchLanguageModel(model, tokenizer, path, sampler_dtype=sampler_dtype)
+    return TorchLanguageModel(model, tokenizer, path, sampler_dtype=sampler_dtype, context_cache_mb=context_cache_mb)

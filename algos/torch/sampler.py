@@ -3,7 +3,10 @@
 The torch twin of :mod:`textgym.algos.jax.sampler`. The distinct prompts are left-padded into
 one prefill (positions count real tokens only, so padding never shifts RoPE) whose cache is copied
 to every row that continues them; then one token per step for every unfinished row, each step
-feeding only the new token against the cache. On a CPU the linears multiply by weights packed
+feeding only the new token against the cache. With a :class:`~textgym.algos.context_cache.ContextCache`,
+the slots of a prompt's tokens that an earlier call already ran (an episode's previous turns) are
+filled from it and only the last ``new`` slots run through the model, where ``new`` is the most
+that any distinct prompt has not cached; after the call each row's keys and values are stored. On a CPU the linears multiply by weights packed
 once per call (:mod:`textgym.algos.torch.packed`): a step's products have only a few rows. Randomness
 comes from a ``torch.Generator`` seeded per call, never from torch's global RNG.
 """
@@ -17,6 +20,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from textgym.algos.context_cache import MISS, ContextCache, Hit
 from textgym.algos.grpo.batch import distinct_prompts
 from textgym.algos.grpo.learner import stop_sequences
 from textgym.algos.torch.packed import packed_linears
@@ -57,6 +61,14 @@ class _SlotLayer(DynamicLayer):
         self.keys, self.values = self.slots[0][:, :, :end], self.slots[1][:, :, :end]
         return self.keys, self.values
 
+    def fill(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Start the layer with ``(B, K, W, D)`` keys and values already in its first ``W`` slots."""
+        self.lazy_initialization(keys, values)
+        self.slots = tuple(x.new_empty((*x.shape[:2], max(self.capacity, x.shape[2]), x.shape[-1])) for x in (keys, values))
+        width = keys.shape[2]
+        self.slots[0][:, :, :width], self.slots[1][:, :, :width] = keys, values
+        self.keys, self.values = self.slots[0][:, :, :width], self.slots[1][:, :, :width]
+
 
 def last_position(width: int, device: torch.device) -> torch.Tensor:
     """``logits_to_keep`` for the last of ``width`` positions, as an index tensor.
@@ -88,6 +100,41 @@ def sample_token(logits: torch.Tensor, temperature: float, top_p: float, generat
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
 
 
+def reusable(cache: DynamicCache) -> bool:
+    """Whether every layer keeps all its keys (a sliding window's layer drops old ones)."""
+    return all(type(layer) is DynamicLayer for layer in cache.layers)
+
+
+def fill_from_contexts(cache: DynamicCache, distinct: Sequence[np.ndarray], hits: Sequence[Hit], width: int, new: int) -> None:
+    """Put every distinct prompt's cached keys and values in the slots left of the ``new`` that run.
+
+    Prompt ``j`` (left-padded to ``width``) uses the first ``len(j) - new`` tokens of its hit, in
+    slots ``width - len(j) .. width - new``; the others hold zeros, masked like padding.
+    """
+    cached = width - new
+    first = next(h.entry.kv for h in hits if h.entry is not None)  # (layers, 2, K, L, D)
+    past = first.new_zeros((first.shape[0], 2, len(distinct), first.shape[2], cached, first.shape[-1]))
+    for j, (prompt, hit) in enumerate(zip(distinct, hits)):
+        used = len(prompt) - new
+        if used > 0:
+            past[:, :, j, :, cached - used :] = hit.entry.kv[:, :, :, :used]
+    for layer, (keys, values) in zip(cache.layers, past):
+        layer.fill(keys, values)
+
+
+def store_contexts(contexts: ContextCache, cache: DynamicCache, rows: Sequence[np.ndarray], tokens: np.ndarray,
+                   ends: np.ndarray, fed: int, width: int) -> None:
+    """Store each row's prompt and sampled ids whose keys and values the call computed.
+
+    A row's last sampled token ran through the model only if a later step ran (``fed`` steps did).
+    """
+    for b, prompt in enumerate(rows):
+        kept = min(int(ends[b]), fed)
+        lo, hi = width - len(prompt), width + kept
+        kv = torch.stack([torch.stack((layer.keys[b, :, lo:hi], layer.values[b, :, lo:hi])) for layer in cache.layers])
+        contexts.add(np.concatenate([prompt, tokens[b, :kept]]), kv, kv.numel() * kv.element_size())
+
+
 @torch.no_grad()
 def generate(
     model: torch.nn.Module,
@@ -100,8 +147,13 @@ def generate(
     stop_ids: Sequence[int | Sequence[int]],
     eos_ids: Sequence[int],
     pad_id: int,
+    contexts: ContextCache | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Sample from ``model`` (in eval mode); see :meth:`textgym.algos.torch.policy.TorchLanguageModel.generate`."""
+    """Sample from ``model`` (in eval mode); see :meth:`textgym.algos.torch.policy.TorchLanguageModel.generate`.
+
+    ``contexts``: where earlier calls' keys and values are looked up and this call's are stored
+    (None: every prompt is prefilled whole and nothing is kept).
+    """
     batch = len(prompts)
     if batch == 0:
         return [], []
@@ -111,6 +163,11 @@ def generate(
     device = next(model.parameters()).device
     distinct, source = distinct_prompts(prompts)
     width = max(lengths)
+    cache = DynamicCache(config=model.config)
+    if contexts is not None and not reusable(cache):
+        contexts = None
+    hits = [contexts.lookup(p) for p in distinct] if contexts is not None else [MISS] * len(distinct)
+    new = max(len(p) - h.length for p, h in zip(distinct, hits))  # the slots that run through the model
     ids = torch.full((len(distinct), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(distinct), width), dtype=torch.long)
     for i, p in enumerate(distinct):  # left padding: every row's next token is at the end
@@ -121,17 +178,23 @@ def generate(
     generator = torch.Generator(device=device).manual_seed(int(seed))
     eos = torch.as_tensor(list(eos_ids), dtype=torch.long, device=device)
     stops = stop_sequences(stop_ids)
-    cache = DynamicCache(config=model.config)
     cache.layers = [_SlotLayer(width + int(max_new_tokens)) if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    if new < width:
+        fill_from_contexts(cache, distinct, hits, width, new)
+    if contexts is not None:
+        contexts.reused_tokens += sum(max(len(p) - new, 0) for p in distinct)
+        contexts.prefilled_tokens += sum(min(len(p), new) for p in distinct)
     with packed_linears(model, batch):  # a few rows per product: see textgym.algos.torch.packed
         # A GRPO group repeats one prompt: run each distinct prompt once, then copy its cache per row.
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=last_position(width, device))
+        out = model(input_ids=ids[:, width - new:], attention_mask=mask, position_ids=positions[:, width - new:], cache=cache,
+                    use_cache=True, logits_to_keep=last_position(new, device))
         cache.reorder_cache(source)
         logits, mask, positions = out.logits[source], mask[source], positions[source]
         next_pos = positions[:, -1] + 1
         done = torch.zeros(batch, dtype=torch.bool, device=device)
         ends = np.full(batch, int(max_new_tokens))  # generated length of each row
         tokens, logps, history = [], [], [[] for _ in range(batch)]
+        fed = 0  # decode steps run: the sampled tokens whose keys and values are in the cache
         for step in range(int(max_new_tokens)):
             tok, lp = sample_token(logits[:, -1].float(), temperature, top_p, generator)
             tok = torch.where(done, torch.full_like(tok, pad_id), tok)
@@ -150,6 +213,12 @@ def generate(
             mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
             logits = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None], cache=cache, use_cache=True).logits
             next_pos = next_pos + 1
+            fed += 1
     toks = torch.stack(tokens, 1).cpu().numpy().astype(np.int32) if tokens else np.zeros((batch, 0), np.int32)
     lps = torch.stack(logps, 1).cpu().numpy().astype(np.float32) if logps else np.zeros((batch, 0), np.float32)
+    if contexts is not None:
+        store_contexts(contexts, cache, [distinct[j] for j in source.tolist()], toks, ends, fed, width)
+        for hit in hits:
+            if hit.extends:  # the episode's longer context replaces it
+                contexts.drop(hit.entry)
     return [toks[i, : ends[i]].copy() for i in range(batch)], [lps[i, : ends[i]].copy() for i in range(batch)]

@@ -119,6 +119,33 @@ def test_model_policy_adapts_generate_and_advances_the_seed():
     assert out1.actions[0].tolist() == [10, 11, 12] and out2.actions[1].tolist() == [11, 12]
 
 
+class CachingModel(EchoModel):
+    """An echo model that keeps per-episode state, as the backends' samplers keep keys and values."""
+
+    def __init__(self):
+        super().__init__()
+        self.released = []
+
+    def release(self, contexts):
+        self.released += [c.tolist() for c in contexts]
+
+
+def test_model_policy_samples_live_slots_and_releases_ended_episodes():
+    model = CachingModel()
+    policy = ModelPolicy(model, max_new_tokens=3, seed=10)
+    a, b, c, d = (np.arange(n, dtype=np.int32) for n in (2, 3, 4, 5))
+    policy.set_live_slots([True, False, True])
+    first = policy.act([a, b, c])
+    assert model.calls[-1][0] == 2 and first.actions[1].size == first.logprobs[1].size == 0  # idle: an empty turn
+    continued = np.concatenate([a, first.actions[0], [7]])
+    policy.set_live_slots([True, True, True])
+    policy.act([continued, b, d])  # slot 0 goes on, slot 2 starts a new episode
+    assert model.released == [np.concatenate([c, first.actions[2]]).tolist()]
+    policy.set_live_slots(None)  # collection over: every episode is freed
+    assert len(model.released) == 4 and model.released[1][: len(continued)] == continued.tolist()
+    assert len(policy.act([a, b]).actions[1]) > 0  # and every slot is sampled again
+
+
 def test_model_policy_rejects_text_observations_and_bad_models():
     with pytest.raises(TypeError, match="TokenObservation"):
         ModelPolicy(EchoModel()).act([({"role": "user", "content": "hi"},)])

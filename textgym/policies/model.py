@@ -34,6 +34,11 @@ class ModelPolicy:
     Each call uses a fresh seed (:meth:`call_seed`: ``seed``, ``seed + 1``, ...) so repeated turns
     differ while a run stays reproducible; a trainer overrides it to draw from its seed tree.
 
+    Both backends keep an episode's keys and values from one turn to the next, so a turn prefills
+    only its new tokens. This policy tells the model when an episode is over (its slot went idle,
+    or its next prompt does not continue it) so that its cache is freed at once, and it samples
+    only the slots that ``collect`` says are live (:meth:`set_live_slots`).
+
     Args:
         model: Any object with ``generate(prompts, max_new_tokens, temperature, seed)`` returning
             ``(ids, logprobs)``, two lists of 1-D arrays, one pair per prompt.
@@ -61,6 +66,25 @@ class ModelPolicy:
         self.seed = int(seed)
         self.top_p = float(top_p)
         self.calls = 0
+        self._live: np.ndarray | None = None  # slots to sample (None: all)
+        self._contexts: dict[int, np.ndarray] = {}  # slot -> its episode's context after the last call
+
+    def set_live_slots(self, live: Sequence[bool] | None) -> None:
+        """The slots whose episodes are being recorded; ``collect`` says so before every ``act``.
+
+        The others get an empty action (their results are dropped, and an env takes an empty turn
+        as a bad move) and the kept keys and values of their ended episodes are freed. None ends
+        the collection: every episode's cache is freed and every slot is sampled again.
+        """
+        self._live = None if live is None else np.asarray(live, dtype=bool)
+        self._release([slot for slot in self._contexts if self._live is None or not self._live[slot]])
+
+    def _release(self, slots: Sequence[int]) -> None:
+        """Free the model's cache of the episodes that ended in ``slots``."""
+        ended = [self._contexts.pop(slot) for slot in slots]
+        release = getattr(self.model, "release", None)
+        if ended and callable(release):
+            release(ended)
 
     def call_seed(self, call: int) -> int:
         """The sampling seed of the ``call``-th ``act`` (0-based)."""
@@ -110,17 +134,27 @@ class ModelPolicy:
                     "wrap the env in textgym.wrappers.TokenObservation"
                 )
             prompts.append(obs.astype(np.int32, copy=False))
+        live = range(len(prompts)) if self._live is None else np.flatnonzero(self._live[: len(prompts)]).tolist()
+        self._release([slot for slot in live if slot in self._contexts and not _continues(prompts[slot], self._contexts[slot])])
         # top_p only when set, so that models whose generate has no top_p keep working.
         nucleus = {"top_p": self.top_p} if self.top_p < 1 else {}
         ids, logprobs = self.model.generate(
-            prompts, max_new_tokens=self.max_new_tokens, temperature=self.temperature, seed=self.call_seed(self.calls), **nucleus
+            [prompts[i] for i in live], max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+            seed=self.call_seed(self.calls), **nucleus
         )
         self.calls += 1
-        if len(ids) != len(prompts) or len(logprobs) != len(prompts):
-            raise ValueError(f"generate returned {len(ids)} ids and {len(logprobs)} logprobs for {len(prompts)} prompts")
-        actions = [np.asarray(x, dtype=np.int32) for x in ids]
-        lps = [np.asarray(x, dtype=np.float32) for x in logprobs]
-        for a, lp in zip(actions, lps):
-            if a.shape != lp.shape:
-                raise ValueError(f"generate returned {a.shape[0]} ids but {lp.shape[0]} logprobs for one prompt")
+        if len(ids) != len(live) or len(logprobs) != len(live):
+            raise ValueError(f"generate returned {len(ids)} ids and {len(logprobs)} logprobs for {len(live)} prompts")
+        actions = [np.zeros(0, np.int32) for _ in prompts]
+        lps = [np.zeros(0, np.float32) for _ in prompts]
+        for slot, a, lp in zip(live, ids, logprobs):
+            actions[slot], lps[slot] = np.asarray(a, dtype=np.int32), np.asarray(lp, dtype=np.float32)
+            if actions[slot].shape != lps[slot].shape:
+                raise ValueError(f"generate returned {actions[slot].shape[0]} ids but {lps[slot].shape[0]} logprobs for one prompt")
+            self._contexts[slot] = np.concatenate([prompts[slot], actions[slot]])
         return PolicyOutput(actions, lps)
+
+
+def _continues(prompt: np.ndarray, context: np.ndarray) -> bool:
+    """Whether ``prompt`` is ``context`` followed by more tokens (the same episode's next turn)."""
+    return len(prompt) > len(context) and np.array_equal(prompt[: len(context)], context)
