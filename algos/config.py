@@ -74,7 +74,7 @@ class SFTConfig:
         256, "Oracle episodes collected (task seeds from the run's seed tree, in ``[SFT_SEED_OFFSET, "
         "EVAL_SEED_OFFSET)``), cycled through in a seeded order.", **warm_start("sft_demos"))
     oracle_kwargs: dict[str, Any] | None = option(None, _ORACLE_KWARGS, **warm_start("sft_oracle_kwargs"))
-    batch_size: int = option(16, "Demonstration episodes per step.")
+    batch_size: int = option(16, "Demonstration episodes per step.", **warm_start("sft_batch_size"))
     lr: float = option(
         1e-4, "Peak AdamW learning rate (linear warm-up over the first 10% of steps, cosine decay).", **warm_start("sft_lr"))
     max_length: int = option(1024, "Longest packed sequence in tokens.", **warm_start("grpo.max_length"))
@@ -162,6 +162,7 @@ class TrainConfig:
         "e.g. easier tasks than GRPO's for a curriculum.")
     sft_demos: int = option(256, "Oracle demonstrations for the warm start.")
     sft_lr: float | None = option(None, "Learning rate of the warm start (``None``: ``10 * grpo.lr``).")
+    sft_batch_size: int = option(16, "Demonstration episodes per step of the warm start.")
     sft_oracle_kwargs: dict[str, Any] | None = option(None, _ORACLE_KWARGS)
     seed: int = option(
         0, "Root of the run's seed tree: the tiny init, training tasks, demonstrations and sampling (copied "
@@ -191,7 +192,7 @@ class TrainConfig:
                 raise ValueError("env_url serves one env: give one --env and one or more --env-url")
         check_choices(self)
         _check_positive(self, "steps", "prompts_per_step", "num_envs", "eval_episodes", "eval_every", "save_every",
-                        "stop_after", "threads")
+                        "stop_after", "threads", "sft_batch_size")
         if self.log_rollouts_every < 0 or self.sft_steps < 0:
             raise ValueError(f"log_rollouts_every and sft_steps must be >= 0, got {self.log_rollouts_every}, {self.sft_steps}")
         if self.mesh is not None:
