@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from textgym.algos.fields import check_choices, documented, option
 from textgym.algos.grpo import GRPOConfig
+from textgym.algos.grpo.config import LORA_TARGETS
 from textgym.algos.grpo.seeds import EVAL_SEED_OFFSET, SFT_SEED_OFFSET
 
 __all__ = ["EVAL_SEED_OFFSET", "SFT_SEED_OFFSET", "SFTConfig", "TrainConfig", "default_output_dir"]
@@ -81,6 +82,13 @@ class SFTConfig:
     micro_batch_size: int = option(
         16, "Sequences per forward/backward (gradients accumulate).", **warm_start("grpo.micro_batch_size"))
     trainable_layers: int | None = option(None, _TRAINABLE, **warm_start("grpo.trainable_layers"))
+    lora_rank: int = option(
+        0, "Train LoRA adapters of this rank instead of the weights (see ``GRPOConfig.lora_rank``; 0: none); "
+        "``final/`` then holds the adapter and ``final/merged/`` the merged model a warm start continues from.",
+        **warm_start("grpo.lora_rank"))
+    lora_alpha: float = option(16.0, "LoRA's scale numerator (see ``GRPOConfig.lora_alpha``).", **warm_start("grpo.lora_alpha"))
+    lora_targets: tuple[str, ...] = option(
+        LORA_TARGETS, "Modules that get an adapter (see ``GRPOConfig.lora_targets``).", **warm_start("grpo.lora_targets"))
     chat_template: Template = option("auto", _TEMPLATE, **warm_start("chat_template"))
     on_template_break: TemplateBreak = option("raise", _TEMPLATE_BREAK, **warm_start("on_template_break"))
     seed: int = option(0, "Seeds the tiny model's init, the demonstrations' tasks and their order.", **warm_start("seed"))
@@ -89,6 +97,7 @@ class SFTConfig:
     progress: bool = option(True, "Show rich progress bars.", **warm_start("progress"))
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
         check_choices(self)
         _check_positive(self, "batch_size", "max_length", "micro_batch_size", "num_envs", "threads")
         if self.steps < 0 or self.demos < 0:  # 0: a warm start that `textgym train` skips

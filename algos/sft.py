@@ -22,6 +22,7 @@ from textgym.algos.backends import load_backend
 from textgym.algos.config import SFTConfig
 from textgym.algos.fields import to_json
 from textgym.algos.grpo import Batch, GRPOConfig, SeedTree, pack, policy_prefix
+from textgym.algos.grpo.lora import MERGED
 from textgym.algos.metrics import MetricsLog, progress_bar
 from textgym.algos.token_envs import chat_template, token_venv
 from textgym.arguments import check_env_ids
@@ -90,7 +91,8 @@ def nll(policy: Any, batch: Batch) -> float:
 
 
 def sft(config: SFTConfig) -> Path:
-    """Run the warm start; return the HF directory of the result (``output_dir/final``).
+    """Run the warm start; return the HF directory of the result (``output_dir/final``; with LoRA,
+    ``final/`` holds the adapter and the merged model in ``final/merged``, which is returned).
 
     A run whose ``final/`` already exists is not repeated (so a resumed ``textgym train`` skips it).
     """
@@ -103,8 +105,9 @@ def sft(config: SFTConfig) -> Path:
     models.quiet_transformers()
     out = Path(config.output_dir)
     final = out / "final"
-    if (final / "config.json").is_file():
-        return final
+    result = final / MERGED if config.lora_rank else final  # what a warm start continues from
+    if (result / "config.json").is_file():
+        return result
     distributed.barrier()  # every rank has looked before rank 0 writes anything
     if writer:
         out.mkdir(parents=True, exist_ok=True)
@@ -124,6 +127,7 @@ def sft(config: SFTConfig) -> Path:
         group_size=1, lr=config.lr, lr_schedule="cosine", warmup_steps=max(1, config.steps // 10), total_steps=config.steps,
         max_length=config.max_length, micro_batch_size=min(config.micro_batch_size, config.batch_size), max_grad_norm=1.0,
         advantage_scaling="none", trainable_layers=config.trainable_layers, seed=config.seed,
+        lora_rank=config.lora_rank, lora_alpha=config.lora_alpha, lora_targets=config.lora_targets, lora_merge=bool(config.lora_rank),
     )
     learner = backend.Learner(policy, grpo)
     order = tree.rng("sft_order").permutation(len(demos))
@@ -142,4 +146,4 @@ def sft(config: SFTConfig) -> Path:
     learner.export(final)  # every rank calls it; rank 0 writes
     if writer:
         (out / "sft_config.json").write_text(to_json(config), encoding="utf-8")
-    return final
+    return result

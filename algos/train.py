@@ -85,7 +85,9 @@ def train(config: TrainConfig) -> dict[str, Any]:
     else:
         start_model = distributed.writer_first(lambda: models.resolve(config.model, out, seed=config.seed, progress=config.progress))
     backend = backends.load_backend(config.backend, config.threads)
-    policy = backend.load_policy(checkpoint or start_model, sampler_dtype=config.grpo.sampler_dtype)
+    # A LoRA checkpoint holds the adapter only: the base weights come from the start model.
+    weights = checkpoint if checkpoint is not None and not config.grpo.lora_rank else start_model
+    policy = backend.load_policy(weights, sampler_dtype=config.grpo.sampler_dtype)
     mesh = config.mesh
     if config.backend == "jax" and distributed.world_size() > 1 and mesh is None:
         import jax

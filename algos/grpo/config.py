@@ -18,6 +18,8 @@ LRSchedule = Literal["constant", "linear", "cosine"]
 ComputeDType = Literal["float32", "bfloat16"]
 PolicyLoss = Literal["clip", "gspo", "cispo"]
 RolloutCorrection = Literal["none", "tis", "mis"]
+# The linear layers of the Llama/Qwen decoders: every one gets an adapter by default.
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 def check_dtype(name: str, value: str) -> None:
@@ -204,6 +206,32 @@ class GRPOConfig:
         "stops at the lowest trained layer and the optimiser holds state for the trained weights only"
         " (see :func:`~textgym.algos.grpo.learner.is_trainable`). ``None``: every parameter trains.",
     )
+    lora_rank: int = option(
+        0,
+        "Rank ``r`` of LoRA adapters (Hu et al., 2021) on the ``lora_targets`` modules: the base weights"
+        " stay frozen and only the adapters train (and sit in the optimiser); ``final/`` and ``best/``"
+        " then hold the adapter in peft's format. 0 disables LoRA. Excludes ``trainable_layers``.",
+    )
+    lora_alpha: float = option(
+        16.0,
+        "LoRA's scale numerator: an adapter adds ``(lora_alpha / lora_rank) * B @ A`` to its weight.",
+    )
+    lora_targets: tuple[str, ...] = option(
+        LORA_TARGETS,
+        "Module names that get an adapter (``--lora-targets q_proj,v_proj``); each must name a linear "
+        "layer of the model.",
+    )
+    lora_merge: bool = option(
+        False,
+        "With LoRA, also write ``merged/`` inside ``final/`` and ``best/``: a plain Hugging Face "
+        "directory with the adapter folded into the weights.",
+    )
+    max_off_policy_steps: int = option(
+        0,
+        "Asynchronous GRPO: rollouts of later steps are collected in the background while the learner "
+        "updates, from weights at most this many updates old (AReaL's ``max_head_offpolicyness``). "
+        "0 is the synchronous loop.",
+    )
     seed: int = option(
         0,
         "Root of the run's seed tree (:class:`~textgym.algos.grpo.SeedTree`): training tasks and "
@@ -211,6 +239,7 @@ class GRPOConfig:
     )
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))  # JSON gives a list; a jit key needs a tuple
         check_choices(self)
         for name in ("group_size", "num_iterations", "micro_batch_size", "max_length", "max_new_tokens"):
             if getattr(self, name) < 1:
@@ -226,6 +255,15 @@ class GRPOConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.trainable_layers is not None and self.trainable_layers < 0:
             raise ValueError(f"trainable_layers must be >= 0 or None, got {self.trainable_layers}")
+        if self.lora_rank < 0 or self.lora_alpha <= 0 or not self.lora_targets:
+            raise ValueError(f"expected lora_rank >= 0, lora_alpha > 0 and lora targets, got {self.lora_rank}, {self.lora_alpha}, "
+                             f"{list(self.lora_targets)}")
+        if self.lora_rank and self.trainable_layers is not None:
+            raise ValueError("lora_rank and trainable_layers exclude each other: LoRA freezes every base weight")
+        if self.lora_merge and not self.lora_rank:
+            raise ValueError("lora_merge needs lora_rank > 0")
+        if self.max_off_policy_steps < 0:
+            raise ValueError(f"max_off_policy_steps must be >= 0, got {self.max_off_policy_steps}")
         if self.loss_constant is not None and self.loss_constant < 1:
             raise ValueError(f"loss_constant must be >= 1 or None, got {self.loss_constant}")
         if self.rollout_correction_cap < 1:
@@ -236,6 +274,11 @@ class GRPOConfig:
             raise ValueError(
                 f"expected warmup_steps >= 0 and total_steps >= 1, got {self.warmup_steps}, {self.total_steps}"
             )
+
+    @property
+    def lora_scale(self) -> float:
+        """The factor of an adapter's ``B @ A``: ``lora_alpha / lora_rank``."""
+        return self.lora_alpha / self.lora_rank
 
     @property
     def decay_steps(self) -> int:

@@ -255,7 +255,7 @@ class BaseLearner(ABC):
             save_file(self._optimizer_state(), str(directory / OPTIMIZER_STATE))
             state = {"step": self.step, "config": dataclasses.asdict(self.config)}
             (directory / TRAINER_STATE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-            if self.config.kl_beta > 0:
+            if self.config.kl_beta > 0 and not self.config.lora_rank:  # LoRA's reference is the base model
                 self._export_reference(directory / REFERENCE_DIR)
         self._barrier()
 
@@ -272,7 +272,7 @@ class BaseLearner(ABC):
         if not (directory / TRAINER_STATE).is_file():
             raise FileNotFoundError(f"no {TRAINER_STATE} in {str(directory)!r}; was it written by Learner.save?")
         reference = None
-        if self.config.kl_beta > 0:
+        if self.config.kl_beta > 0 and not self.config.lora_rank:
             reference = directory / REFERENCE_DIR
             if not (reference / "model.safetensors").is_file():
                 raise CheckpointMismatch(f"kl_beta > 0 but {str(directory)!r} holds no KL reference ({REFERENCE_DIR}/)")

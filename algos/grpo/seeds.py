@@ -18,8 +18,8 @@ from typing import Literal
 
 import numpy as np
 
-Phase = Literal["train_tasks", "train_sampler", "eval_sampler", "sft_tasks", "sft_order"]
-PHASES: tuple[str, ...] = ("train_tasks", "train_sampler", "eval_sampler", "sft_tasks", "sft_order")
+Phase = Literal["train_tasks", "train_sampler", "eval_sampler", "sft_tasks", "sft_order", "lora_init"]
+PHASES: tuple[str, ...] = ("train_tasks", "train_sampler", "eval_sampler", "sft_tasks", "sft_order", "lora_init")
 
 TASK_SEEDS = 500_000
 """Training task seeds lie in ``[0, TASK_SEEDS)``, demonstration seeds in ``[SFT_SEED_OFFSET, +TASK_SEEDS)``."""

@@ -30,9 +30,11 @@ from jax.sharding import NamedSharding, PartitionSpec
 from textgym.algos.grpo import Batch, GRPOConfig, bucket_length, fine_bucket, split_micro_batches
 from textgym.algos.grpo.batch import PromptSplit, split_prompts
 from textgym.algos.grpo.learner import BaseLearner, check_state
+from textgym.algos.grpo.lora import MERGED, load_adapter, save_adapter
+from textgym.algos.jax.lora import apply_lora, initial_adapters
 from textgym.algos.jax.loss import grpo_loss
 from textgym.algos.jax.model import empty_cache, picked_logprobs, positions_from_mask
-from textgym.algos.jax.params import export_params, load_params, merge_trees, split_trainable
+from textgym.algos.jax.params import copy_side_files, export_params, load_params, merge_trees, split_trainable
 from textgym.algos.jax.policy import JaxLanguageModel
 from textgym.algos.jax.sharding import batch_sharding, shard_params
 from textgym.error import CheckpointMismatch
@@ -103,11 +105,13 @@ def update(graphdef: nnx.GraphDef, config: GRPOConfig, params, opt_state, ref_pa
         additive, see :func:`textgym.algos.grpo.grpo_loss`) plus ``stats/grad_norm``.
     """
 
-    trained, frozen = split_trainable(params, config.trainable_layers)  # only `trained` is differentiated
+    trained, frozen = _split(params, config)  # only `trained` is differentiated
+    if config.lora_rank and config.kl_beta > 0:
+        ref_params = frozen  # LoRA's KL reference is the base model
 
     def loss_fn(p, micro):
         ref = None if ref_params is None else _logprobs(graphdef, config, ref_params, micro)
-        return grpo_loss(_logprobs(graphdef, config, merge_trees(p, frozen), micro), micro.rest, config, ref)
+        return grpo_loss(_logprobs(graphdef, config, _weights(p, frozen, config), micro), micro.rest, config, ref)
 
     def accumulate(grads, micro):
         (_, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(trained, micro)
@@ -117,7 +121,23 @@ def update(graphdef: nnx.GraphDef, config: GRPOConfig, params, opt_state, ref_pa
     metrics = jax.tree.map(jnp.sum, metrics)
     metrics["stats/grad_norm"] = optax.tree.norm(grads)
     updates, opt_state = make_optimizer(config).update(grads, opt_state, trained)
-    return merge_trees(optax.apply_updates(trained, updates), frozen), opt_state, metrics
+    trained = optax.apply_updates(trained, updates)
+    return ({"base": frozen, "lora": trained} if config.lora_rank else merge_trees(trained, frozen)), opt_state, metrics
+
+
+def _split(params, config: GRPOConfig):
+    """``(trained, frozen)``: LoRA's adapters and base, or the weights cut by ``trainable_layers``."""
+    return (params["lora"], params["base"]) if config.lora_rank else split_trainable(params, config.trainable_layers)
+
+
+def _weights(trained, frozen, config: GRPOConfig):
+    """The decoder's parameter tree from :func:`_split`'s halves (LoRA: adapters folded into the kernels)."""
+    return apply_lora(frozen, trained, config.lora_scale) if config.lora_rank else merge_trees(trained, frozen)
+
+
+@partial(jax.jit, static_argnames=("scale",))
+def _merged(params, scale: float):
+    return apply_lora(params["base"], params["lora"], scale)
 
 
 def _pad_right(a: np.ndarray | None, columns: int) -> np.ndarray | None:
@@ -151,10 +171,13 @@ class Learner(BaseLearner):
         self.schedule = make_schedule(config)
         self.step = 0
         params = jax.tree.map(lambda a: jnp.array(a, jnp.float32, copy=True), policy.params)
+        if config.lora_rank:  # the seeded adapters both backends start from; the base stays frozen
+            params = {"base": params, "lora": jax.tree.map(jnp.asarray, initial_adapters(params, config))}
         self.params = self._place(params)
-        # The reference is the starting policy, frozen; without a KL term it is never needed.
-        self.ref_params = jax.tree.map(jnp.copy, self.params) if config.kl_beta > 0 else None
-        self.opt_state = self._place(self.optimizer.init(split_trainable(self.params, config.trainable_layers)[0]))
+        # The reference is the starting policy, frozen (LoRA: the base, inside `update`); without a
+        # KL term it is never needed.
+        self.ref_params = jax.tree.map(jnp.copy, self.params) if config.kl_beta > 0 and not config.lora_rank else None
+        self.opt_state = self._place(self.optimizer.init(_split(self.params, config)[0]))
         self._stacked: tuple[Batch, PromptSplit] | None = None  # the last batch's micro-batches, reused across iterations
 
     def _place(self, tree):
@@ -204,15 +227,27 @@ class Learner(BaseLearner):
     def _publish(self) -> None:
         """Give the policy (the sampler) the new weights, in its own dtype (this process's copy)."""
         dtype = jax.tree.leaves(self.policy.params)[0].dtype
-        self.policy.params = jax.tree.map(lambda p: _local(p).astype(dtype), self.params)
+        weights = _merged(self.params, self.config.lora_scale) if self.config.lora_rank else self.params
+        self.policy.params = jax.tree.map(lambda p: _local(p).astype(dtype), weights)
+
+    def adapters(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The LoRA adapters' ``(A, B)`` by module, in torch's layout (float32 numpy)."""
+        return {m: (np.array(_local(a)), np.array(_local(b))) for m, (a, b) in self.params["lora"].items()}
 
     # ----- checkpoints (the layout of textgym.algos.grpo.learner) -----
 
     def export(self, directory: str | os.PathLike) -> None:
         """Write the current weights as a Hugging Face directory (float32) with the source's
-        tokenizer files (process 0 only)."""
-        if self.is_writer:
+        tokenizer files (process 0 only); with LoRA, the adapter in peft's format (and ``merged/``
+        with ``lora_merge``)."""
+        if self.is_writer and not self.config.lora_rank:
             export_params(jax.tree.map(_local, self.params), self.policy.config, directory, source_dir=self.policy.path)
+        elif self.is_writer:
+            save_adapter(directory, self.adapters(), self.config, self.policy.path)
+            copy_side_files(self.policy.path, directory)
+            if self.config.lora_merge:
+                merged = jax.tree.map(_local, _merged(self.params, self.config.lora_scale))
+                export_params(merged, self.policy.config, Path(directory) / MERGED, source_dir=self.policy.path)
         self._barrier()
 
     def _export_reference(self, directory: Path) -> None:
@@ -225,6 +260,11 @@ class Learner(BaseLearner):
             multihost_utils.sync_global_devices("textgym learner")
 
     def _load_weights(self, directory: Path, reference: Path | None) -> None:
+        if self.config.lora_rank:
+            adapters = load_adapter(directory, self.adapters())
+            self.params = self._place({"base": self.params["base"], "lora": jax.tree.map(jnp.asarray, adapters)})
+            self._publish()
+            return
         try:
             params = load_params(directory, self.policy.config)
             ref = None if reference is None else load_params(reference, self.policy.config)

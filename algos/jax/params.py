@@ -80,11 +80,13 @@ def abstract_model(config: ModelConfig) -> tuple[nnx.GraphDef, dict]:
     return graphdef, nnx.to_pure_dict(state)
 
 
-def _flat(tree: dict) -> dict[tuple, Any]:
+def flat_tree(tree: dict) -> dict[tuple, Any]:
+    """A parameter tree as ``{path: leaf}`` (paths as tuples of keys)."""
     return {tuple(k.key for k in path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
-def _unflat(flat: dict[tuple, Any]) -> dict:
+def unflat_tree(flat: dict[tuple, Any]) -> dict:
+    """The nested tree of :func:`flat_tree`'s ``{path: leaf}``."""
     tree: dict = {}
     for path, leaf in flat.items():
         node = tree
@@ -105,7 +107,7 @@ def load_params(path: str | os.PathLike, config: ModelConfig) -> dict:
     if not files:
         raise FileNotFoundError(f"no *.safetensors file in {path}")
     _, shapes = abstract_model(config)
-    expected = {p: tuple(s.shape) for p, s in _flat(shapes).items()}
+    expected = {p: tuple(s.shape) for p, s in flat_tree(shapes).items()}
     loaded: dict[tuple, np.ndarray] = {}
     tied_head = None
     for file in files:
@@ -129,7 +131,7 @@ def load_params(path: str | os.PathLike, config: ModelConfig) -> dict:
         raise ValueError(f"checkpoint {path} lacks {len(missing)} parameters, e.g. {missing[:5]}")
     if tied_head is not None and not np.array_equal(np.asarray(tied_head, np.float32), loaded[("embed_tokens", "embedding")]):
         raise ValueError("tie_word_embeddings is set but lm_head.weight differs from the embedding")
-    return _unflat(loaded)
+    return unflat_tree(loaded)
 
 
 def split_trainable(params: dict, trainable_layers: int | None) -> tuple[dict, dict]:
@@ -141,10 +143,10 @@ def split_trainable(params: dict, trainable_layers: int | None) -> tuple[dict, d
     """
     if trainable_layers is None:
         return params, {}
-    flat = _flat(params)
+    flat = flat_tree(params)
     layers = len(params["layers"])
     keep = {p: is_trainable(path_to_hf(p)[0], layers, trainable_layers) for p in flat}
-    return _unflat({p: x for p, x in flat.items() if keep[p]}), _unflat({p: x for p, x in flat.items() if not keep[p]})
+    return unflat_tree({p: x for p, x in flat.items() if keep[p]}), unflat_tree({p: x for p, x in flat.items() if not keep[p]})
 
 
 def merge_trees(a: dict, b: dict) -> dict:
@@ -168,7 +170,7 @@ def export_params(params: dict, config: ModelConfig, out_dir: str | os.PathLike,
     for stale in glob.glob(os.path.join(out_dir, "*.safetensors")) + glob.glob(os.path.join(out_dir, "*.safetensors.index.json")):
         os.remove(stale)  # an older export's shards would otherwise be loaded alongside the new file
     tensors = {}
-    for path, leaf in _flat(params).items():
+    for path, leaf in flat_tree(params).items():
         name, transpose = path_to_hf(path)
         array = np.asarray(jax.device_get(leaf), dtype=np.float32)
         tensors[name] = np.ascontiguousarray(array.T if transpose else array)
@@ -176,7 +178,13 @@ def export_params(params: dict, config: ModelConfig, out_dir: str | os.PathLike,
     hf = dict(config.hf_config) | {"torch_dtype": "float32", "dtype": "float32"}
     with open(os.path.join(out_dir, "config.json"), "w", encoding="utf-8") as fh:
         json.dump(hf, fh, indent=2, sort_keys=True)
-    if source_dir is not None and os.path.abspath(source_dir) != os.path.abspath(out_dir):
+    if source_dir is not None:
+        copy_side_files(source_dir, out_dir)
+
+
+def copy_side_files(source_dir: str | os.PathLike, out_dir: str | os.PathLike) -> None:
+    """Copy the tokenizer and generation files of ``source_dir`` into ``out_dir``."""
+    if os.path.abspath(source_dir) != os.path.abspath(out_dir):
         for name in _SIDE_FILES:
             src = os.path.join(source_dir, name)
             if os.path.exists(src):

@@ -33,6 +33,8 @@ from torch.nn.parallel import DistributedDataParallel
 from textgym.algos.grpo import Batch, GRPOConfig, split_micro_batches
 from textgym.algos.grpo.batch import split_prompts
 from textgym.algos.grpo.learner import BaseLearner, check_state, is_trainable
+from textgym.algos.grpo.lora import load_adapter
+from textgym.algos.torch import lora
 from textgym.algos.torch.loss import grpo_loss
 from textgym.algos.torch.policy import TorchLanguageModel, continuation_logprobs
 from textgym.error import CheckpointMismatch
@@ -75,6 +77,9 @@ class Learner(BaseLearner):
             raise ValueError("the torch backend takes no mesh: run data-parallel ranks with torchrun instead")
         self.policy = policy
         self.config = config
+        self.lora_modules: list[str] = []
+        if config.lora_rank:  # the sampler (policy.model) then runs with the adapter applied
+            policy.model, self.lora_modules = lora.add_lora(policy.model, config)
         self.model = policy.model
         self.model.train()
         if config.trainable_layers is not None:  # a tied head is the embedding's parameter, named once
@@ -85,8 +90,10 @@ class Learner(BaseLearner):
         self.rank = dist.get_rank() if distributed else 0
         self.is_writer = self.rank == 0
         self.module = DistributedDataParallel(self.model) if self.world_size > 1 else self.model
-        # The frozen reference of the k3 KL: the weights training started from.
-        self.reference = copy.deepcopy(self.model).eval().requires_grad_(False) if config.kl_beta > 0 else None
+        # The frozen reference of the k3 KL: the weights training started from (with LoRA, the
+        # base model: the adapter disabled, no copy).
+        copied = config.kl_beta > 0 and not config.lora_rank
+        self.reference = copy.deepcopy(self.model).eval().requires_grad_(False) if copied else None
         self.params = [p for p in self.model.parameters() if p.requires_grad]  # the optimiser holds only these
         self.optimizer = torch.optim.AdamW(
             self.params, lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps,
@@ -151,6 +158,9 @@ class Learner(BaseLearner):
             if self.reference is not None:
                 with torch.no_grad():
                     ref = continuation_logprobs(self.reference, split, self.config.temperature)
+            elif self.config.kl_beta > 0:  # LoRA: the reference is the base model
+                with torch.no_grad(), self.model.disable_adapter():
+                    ref = continuation_logprobs(self.module, split, self.config.temperature)
         return grpo_loss(logprobs.float(), split.rest, self.config, ref)
 
     # ----- checkpoints (the layout of textgym.algos.grpo.learner) -----
@@ -162,7 +172,9 @@ class Learner(BaseLearner):
         """
         directory = Path(directory)
         if self.rank == 0:
-            self.policy.export(directory)
+            self.policy.export(directory)  # a peft model writes its adapter (adapter_config.json, adapter_model.safetensors)
+            if self.config.lora_merge:
+                lora.export_merged(self.model, self.policy.tokenizer, directory)
         self._barrier()
         return directory
 
@@ -170,6 +182,9 @@ class Learner(BaseLearner):
         self.reference.save_pretrained(str(directory))
 
     def _load_weights(self, directory: Path, reference: Path | None) -> None:
+        if self.config.lora_rank:
+            lora.set_adapters(self.model, load_adapter(directory, lora.get_adapters(self.model, self.lora_modules)))
+            return
         load_weights(self.model, _safetensors(directory))
         if reference is not None:
             load_weights(self.reference, _safetensors(reference))

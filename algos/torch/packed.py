@@ -30,6 +30,11 @@ class PackedLinear(nn.Module):
         self.linear = linear
         self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), rows)
 
+    @property
+    def weight(self) -> torch.Tensor:
+        """The original weight (peft's LoRA layers read their sub-layers' ``weight``)."""
+        return self.linear.weight
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.linear.bias, "none", [], "")
 
