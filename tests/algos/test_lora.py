@@ -99,6 +99,7 @@ def test_checkpoints_restore_the_adapter_and_optimiser(trained, tmp_path):
     fresh = jax_backend.Learner(jax_backend.load_policy(j.policy.path), CONFIG)
     fresh.restore(tmp_path / "j")
     for module, (a, b) in j.adapters().items():
+        np.testing.assert_array_equal(fresh.adapters()[module][0], a)
         np.testing.assert_array_equal(fresh.adapters()[module][1], b)
     batch = trained["batch"]
     assert fresh.train_step(batch)["loss/total"] == pytest.approx(_copy_step(j, batch), abs=1e-6)
