@@ -32,9 +32,11 @@ class ModelFileError(TextGymError, ValueError):
 
 
 def check_model_dir(path: str | os.PathLike) -> None:
-    """Raise :class:`ModelFileError` naming the first file of ``path`` that cannot be loaded."""
+    """Raise :class:`ModelFileError` naming the first file of ``path`` that cannot be loaded (a
+    model, or a LoRA adapter in peft's format)."""
     path = Path(path)
-    read_json(path / "config.json")
+    adapter = path / "adapter_config.json"
+    read_json(adapter if adapter.is_file() else path / "config.json")
     weights = sorted(path.rglob("*.safetensors"))
     if not weights:
         pickled = sorted(p for p in path.iterdir() if p.suffix.lower() in PICKLED)
