@@ -245,12 +245,8 @@ def grpo_step(config: TrainConfig, policy: Any, learner: Any, venvs: dict[str, A
         local += [dataclasses.replace(r, group=r.group + groups[0]) for r in got]
     rollouts = distributed.gather(local)  # every group of the step, in order, on every process
     t1 = time.perf_counter()
-    kept, zero_std = drop_zero_std_groups(rollouts, grpo)
-    batch = pack([policy_prefix(r) for r in kept], grpo, pad_id=policy.pad_id) if kept else None
-    # No group with differing rewards means no policy gradient; an optimiser step would still move
-    # the weights (Adam's momentum), so it is skipped (DAPO's dynamic sampling, at batch level).
-    signal = batch is not None and (bool(np.any(batch.advantages != 0)) or grpo.kl_beta > 0)
-    metrics = learner.train_step(batch) if signal else {}
+    kept, batch, zero_std, metrics = learn_from(grpo, policy, learner, rollouts)
+    signal = bool(metrics)
     t2 = time.perf_counter()
     if distributed.is_writer() and config.log_rollouts_every and (step == 0 or (step + 1) % config.log_rollouts_every == 0):
         # Every episode, also those of groups the zero-std filter dropped (advantage 0: all rewards equal).
@@ -270,6 +266,37 @@ def grpo_step(config: TrainConfig, policy: Any, learner: Any, venvs: dict[str, A
         **end_fractions(rollouts),
         **metrics,
     }
+
+
+def learn_from(grpo: GRPOConfig, policy: Any, learner: Any, rollouts: list[Any]) -> tuple[list[Any], Any, int, dict[str, float]]:
+    """One step's update on its rollouts: the zero-std filter, packing, and a train step if there
+    is signal. Returns the rollouts kept, their batch (None: none kept), the groups dropped and
+    the update's metrics (empty: skipped)."""
+    kept, zero_std = drop_zero_std_groups(rollouts, grpo)
+    batch = pack([policy_prefix(r) for r in kept], grpo, pad_id=policy.pad_id) if kept else None
+    # No group with differing rewards means no policy gradient; an optimiser step would still move
+    # the weights (Adam's momentum), so it is skipped (DAPO's dynamic sampling, at batch level).
+    signal = batch is not None and (bool(np.any(batch.advantages != 0)) or grpo.kl_beta > 0)
+    return kept, batch, zero_std, learner.train_step(batch) if signal else {}
+
+
+def replay_logged_steps(out: str | os.PathLike, model: str | os.PathLike, backend: str) -> tuple[Any, list[dict[str, float]]]:
+    """Take a run's steps again in this one process, on the rollouts it logged (a run with
+    ``log_rollouts_every=1``): a run of N processes must end with the weights this ends with.
+
+    Returns:
+        The learner (its weights after the last step) and each step's update metrics (empty where
+        the step was skipped).
+    """
+    from textgym.rollout import read_rollouts
+
+    out = Path(out)
+    grpo = GRPOConfig(**read_json(out / "config.json")["grpo"])
+    module = backends.load_backend(backend)
+    policy = module.load_policy(model)
+    learner = module.Learner(policy, grpo)
+    steps = sorted((out / ROLLOUTS).glob("step_*.jsonl"))
+    return learner, [learn_from(grpo, policy, learner, read_rollouts(path))[3] for path in steps]
 
 
 def _train_stats(rollouts: list[Any]) -> dict[str, float]:
