@@ -106,7 +106,8 @@ def test_two_processes_equal_one_on_the_same_global_batch(model_dir, two_process
     assert_one_process_takes_the_same_steps(two_process_run, model_dir, "torch")
 
 
-@pytest.mark.slow  # two JAX processes compile their steps separately: ~1-2 min on 2 shared cores
+@pytest.mark.slow  # two JAX processes compile their steps separately: 5-10 min on 2 busy shared cores
+@pytest.mark.timeout(1800)
 def test_two_jax_processes_form_one_mesh_and_equal_one(entry, model_dir, tmp_path):
     pytest.importorskip("jax")
     out = run_two(entry, model_dir, tmp_path / "run", "--backend", "jax")
