@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from textgym.algos import backends, distributed, flags, launch, models, recipes, sampling, token_envs
+from textgym.algos import async_rollouts, backends, distributed, flags, launch, models, recipes, sampling, token_envs
 from textgym.algos.config import SFTConfig, TrainConfig
 from textgym.algos.fields import to_json
 from textgym.algos.grpo import GRPOConfig, SeedTree, drop_zero_std_groups, pack, policy_prefix
@@ -127,16 +127,21 @@ def train(config: TrainConfig) -> dict[str, Any]:
                    for i, venv in enumerate(eval_venvs.values())]
         return _per_env(config, results, "eval/")
 
+    ahead = None  # the background sampler of asynchronous GRPO (max_off_policy_steps > 0)
     try:
         if step == 0:
             log.write(keep_best(learner, out, {"step": 0} | evaluate(0), log.records))
         stop = config.steps if config.stop_after is None else min(config.steps, step + config.stop_after)
         saved = step
+        ahead = async_rollouts.start(grpo.max_off_policy_steps, lambda sampler, at: collect_step(config, sampler, train_venvs, at),
+                                     policy, step, stop)
         with progress_bar(f"GRPO ({config.backend})", total=config.steps, completed=step, enabled=config.progress) as bar:
             try:
                 while step < stop:
-                    record = grpo_step(config, policy, learner, train_venvs, step)
+                    record = grpo_step(config, policy, learner, train_venvs, step, ahead and ahead.take(step))
                     step += 1
+                    if ahead:
+                        ahead.publish(step, policy)
                     if step % config.eval_every == 0 or step == config.steps:
                         record = keep_best(learner, out, record | evaluate(step), log.records)
                     log.write(record)
@@ -149,6 +154,8 @@ def train(config: TrainConfig) -> dict[str, Any]:
                     save_checkpoint(learner, out, step)
                 raise
     finally:
+        if ahead is not None:
+            ahead.close()
         for venv in (*train_venvs.values(), *eval_venvs.values()):
             venv.close()
 
@@ -221,37 +228,25 @@ def _per_env(config: TrainConfig, results: list[dict[str, float]], prefix: str) 
     return merged
 
 
-def grpo_step(config: TrainConfig, policy: Any, learner: Any, venvs: dict[str, Any], step: int) -> dict[str, Any]:
-    """Collect step ``step``'s groups with the current policy (shared among a mixture's envs by
-    :func:`prompt_shares`) and update on them once."""
-    from textgym.rollout import collect
+def grpo_step(config: TrainConfig, policy: Any, learner: Any, venvs: dict[str, Any], step: int,
+              collected: tuple[list[Any], dict[str, float]] | None = None) -> dict[str, Any]:
+    """Collect step ``step``'s groups with the current policy and update on them once.
 
+    ``collected``: the step's rollouts and their metrics when a background sampler
+    (:mod:`textgym.algos.async_rollouts`) collected them from older weights.
+    """
     grpo = config.grpo
-    tree = SeedTree(grpo.seed)
-    seeds = tree.task_seeds(step, config.prompts_per_step)
-    mine = distributed.my_block(config.prompts_per_step)  # this process's groups (all of them in one process)
-    world, rank = distributed.world_size(), distributed.rank()
     t0 = time.perf_counter()
-    local: list[Any] = []
-    first = 0
-    for row, ((env, venv), share) in enumerate(zip(venvs.items(), prompt_shares(config))):
-        groups = [g for g in range(first, first + share) if g in mine]
-        first += share
-        if not groups:
-            continue
-        actor = sampling.TreeSampler(policy, tree, "train_sampler", step, row=row * world + rank,
-                                     max_new_tokens=grpo.max_new_tokens, temperature=grpo.temperature, top_p=grpo.top_p)
-        got = collect(venv, actor, seeds=[seeds[g] for g in groups], group_size=grpo.group_size, env_id=env)
-        local += [dataclasses.replace(r, group=r.group + groups[0]) for r in got]
-    rollouts = distributed.gather(local)  # every group of the step, in order, on every process
+    rollouts, ahead = collected if collected is not None else (collect_step(config, policy, venvs, step), {})
     t1 = time.perf_counter()
     kept, batch, zero_std, metrics = learn_from(grpo, policy, learner, rollouts)
     signal = bool(metrics)
     t2 = time.perf_counter()
+    version = int(ahead.get("async/policy_version", step))  # the weights that sampled the step
     if distributed.is_writer() and config.log_rollouts_every and (step == 0 or (step + 1) % config.log_rollouts_every == 0):
         # Every episode, also those of groups the zero-std filter dropped (advantage 0: all rewards equal).
         trained = dict(zip(map(id, kept), batch.advantages)) if batch is not None else {}
-        write_step_rollouts(Path(config.output_dir), step + 1, rollouts, [float(trained.get(id(r), 0.0)) for r in rollouts])
+        write_step_rollouts(Path(config.output_dir), step + 1, rollouts, [float(trained.get(id(r), 0.0)) for r in rollouts], version)
     by_env = [[r for r in rollouts if r.env_id == env] for env in venvs]
     record = {"step": step + 1} | _train_stats(rollouts)
     if len(venvs) > 1:
@@ -265,7 +260,31 @@ def grpo_step(config: TrainConfig, policy: Any, learner: Any, venvs: dict[str, A
         "stats/zero_std_groups": float(zero_std),
         **end_fractions(rollouts),
         **metrics,
-    }
+    } | ahead
+
+
+def collect_step(config: TrainConfig, policy: Any, venvs: dict[str, Any], step: int) -> list[Any]:
+    """Step ``step``'s groups sampled by ``policy``, shared among a mixture's envs by
+    :func:`prompt_shares` (every process's, in order)."""
+    from textgym.rollout import collect
+
+    grpo = config.grpo
+    tree = SeedTree(grpo.seed)
+    seeds = tree.task_seeds(step, config.prompts_per_step)
+    mine = distributed.my_block(config.prompts_per_step)  # this process's groups (all of them in one process)
+    world, rank = distributed.world_size(), distributed.rank()
+    local: list[Any] = []
+    first = 0
+    for row, ((env, venv), share) in enumerate(zip(venvs.items(), prompt_shares(config))):
+        groups = [g for g in range(first, first + share) if g in mine]
+        first += share
+        if not groups:
+            continue
+        actor = sampling.TreeSampler(policy, tree, "train_sampler", step, row=row * world + rank,
+                                     max_new_tokens=grpo.max_new_tokens, temperature=grpo.temperature, top_p=grpo.top_p)
+        got = collect(venv, actor, seeds=[seeds[g] for g in groups], group_size=grpo.group_size, env_id=env)
+        local += [dataclasses.replace(r, group=r.group + groups[0]) for r in got]
+    return distributed.gather(local)  # every group of the step, in order, on every process
 
 
 def learn_from(grpo: GRPOConfig, policy: Any, learner: Any, rollouts: list[Any]) -> tuple[list[Any], Any, int, dict[str, float]]:
@@ -316,14 +335,16 @@ def end_fractions(rollouts: list[Any]) -> dict[str, float]:
     return {f"train/end/{reason}": reasons.count(reason) / len(reasons) for reason in END_REASONS}
 
 
-def write_step_rollouts(out: Path, step: int, rollouts: list[Any], advantages: list[float]) -> Path:
-    """``rollouts/step_XXXXXX.jsonl``: the step's episodes with their ``step`` and ``advantage``
-    (a resumed run rewrites the same file identically)."""
+def write_step_rollouts(out: Path, step: int, rollouts: list[Any], advantages: list[float], policy_version: int) -> Path:
+    """``rollouts/step_XXXXXX.jsonl``: the step's episodes with their ``step``, ``advantage`` and
+    ``policy_version`` (the GRPO steps behind the weights that sampled them; ``step - 1`` unless
+    sampling ran ahead) (a resumed run rewrites the same file identically)."""
     path = out / ROLLOUTS / f"step_{step:06d}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
         for r, advantage in zip(rollouts, advantages):
-            fh.write(json.dumps({"step": step, "advantage": float(advantage), **r.to_dict()}, ensure_ascii=False) + "\n")
+            record = {"step": step, "advantage": float(advantage), "policy_version": policy_version, **r.to_dict()}
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
     return path
 
 
