@@ -10,7 +10,7 @@ from textgym.algos import train as train_module
 from textgym.algos.grpo import GRPOConfig
 
 from .test_train import BACKENDS, config, read_metrics
-from .test_train import model_dir as model_dir
+from .test_train import model_dir as model_dir  # the fixture, used by name
 
 GRPO = dict(group_size=4, lr=3e-3, max_new_tokens=3, max_length=64, micro_batch_size=4, seed=0)
 
