@@ -104,10 +104,16 @@ def _copy(src, dst, total: int | None, what: str, progress: bool) -> None:
             bar.advance(task, len(block))
 
 
-def _check(path: Path, want: str, what: str) -> None:
+def sha256_of(path: str | os.PathLike) -> str:
+    """The file's sha256 as hex, read in blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(_BLOCK), b""):
             h.update(block)
-    if h.hexdigest() != want:
-        raise DownloadError(f"checksum mismatch for {what}: expected sha256 {want}, got {h.hexdigest()}")
+    return h.hexdigest()
+
+
+def _check(path: Path, want: str, what: str) -> None:
+    got = sha256_of(path)
+    if got != want:
+        raise DownloadError(f"checksum mismatch for {what}: expected sha256 {want}, got {got}")

