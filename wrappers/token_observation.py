@@ -203,12 +203,7 @@ class TokenObservation(gym.Wrapper):
             ids, logprobs = self._sampled(action)
             # The closing measured at an earlier step: the one-render check below confirms it.
             closing = self._closing(previous) if self._closing_text is None else self._closing_text
-            # A sampled stop token that opens the turn's closing (<|im_end|>, <|eot_id|>) is part
-            # of the trajectory but not of the message text; other special tokens stay as text.
-            last = int(ids[-1]) if len(ids) else None
-            stop = self._special_text(last) if last in self._special_ids else ""
-            cut = not isinstance(action, str) and len(ids) > 0 and not stop
-            kept = bool(stop) and closing.startswith(stop)
+            stop, cut, kept = self._stop(ids, action, closing)
             result = self._step_env(self._sampled_text(ids, ids[:-1] if kept else ids), previous)
             bridge = self._one_render_bridge(previous, closing)
             if bridge is None:  # the slow path, which re-measures the closing and names any fault
@@ -222,11 +217,7 @@ class TokenObservation(gym.Wrapper):
         env_ids = self._encode_raw(bridge)  # may raise (a lossy tokenizer): before the context changes
         self._logprobs.append(logprobs)
         self._append((_raw(ids), True), (env_ids, False))
-        if self._done:
-            info = dict(info, trajectory=self.trajectory())
-            if cut and info.get("end_reason") in ("failure", "max_turns"):
-                info["end_reason"] = "length"
-        return self._ids(), reward, terminated, truncated, info
+        return self._ids(), reward, terminated, truncated, self._ended(info, cut)
 
     def _step_samples(self, action: Any):
         """``step`` with ``on_template_break="new_sample"``: one rendering of the whole conversation
@@ -248,10 +239,7 @@ class TokenObservation(gym.Wrapper):
             ids, logprobs = self._encode(closed[len(prompt) : len(closed) - len(closing)]), None
         else:
             ids, logprobs = self._sampled(action)
-            last = int(ids[-1]) if len(ids) else None
-            stop = self._special_text(last) if last in self._special_ids else ""
-            cut = not isinstance(action, str) and len(ids) > 0 and not stop
-            kept = bool(stop) and closing.startswith(stop)
+            _, cut, kept = self._stop(ids, action, closing)
             reasoning, content = split_reasoning(self._sampled_text(ids, ids[:-1] if kept else ids))
             result = self._step_env(content, previous)  # the env never sees the reasoning block
         reward, terminated, truncated, info = result
@@ -266,11 +254,26 @@ class TokenObservation(gym.Wrapper):
         if fresh:
             samples.starts.append((len(self._chunks), len(self._context)))
         self._append((env_ids, False))
+        return self._ids(), reward, terminated, truncated, self._ended(info, cut)
+
+    def _stop(self, ids: np.ndarray, action: Any, closing: str) -> tuple[str, bool, bool]:
+        """``(stop, cut, kept)`` of a sampled turn: the text of its final special token (``""``
+        if none), whether it ends without one (the sampler's max_new_tokens cut it), and whether
+        that token opens the turn's closing (``<|im_end|>``, ``<|eot_id|>``: part of the
+        trajectory but not of the message text; other special tokens stay as text)."""
+        last = int(ids[-1]) if len(ids) else None
+        stop = self._special_text(last) if last in self._special_ids else ""
+        cut = not isinstance(action, str) and len(ids) > 0 and not stop
+        return stop, cut, bool(stop) and closing.startswith(stop)
+
+    def _ended(self, info: dict[str, Any], cut: bool) -> dict[str, Any]:
+        """``info`` of a step, with the trajectory once the episode has ended (and ``length`` as
+        its end reason when a cut turn ended it)."""
         if self._done:
             info = dict(info, trajectory=self.trajectory())
             if cut and info.get("end_reason") in ("failure", "max_turns"):
                 info["end_reason"] = "length"
-        return self._ids(), reward, terminated, truncated, info
+        return info
 
     def _step_env(self, action: Any, previous: tuple):
         conversation, reward, terminated, truncated, info = self.env.step(action)
