@@ -29,6 +29,7 @@ from typing import Any
 
 from textgym.error import TextGymError, require
 from textgym.messages import render, thaw
+from textgym.parsing import ToolCall
 
 RESET_SCHEMA = {
     "type": "object",
@@ -129,9 +130,8 @@ class EnvToolServer:
                 return _result('respond takes one argument, "message", a string.', error=True)
             action: Any = message
         else:
-            call = {"id": f"mcp_{episode.env.unwrapped.turn + 1}", "type": "function",
-                    "function": {"name": name, "arguments": json.dumps(arguments)}}  # fmt: skip
-            action = {"role": "assistant", "content": "", "tool_calls": [call]}
+            call = ToolCall(f"mcp_{episode.env.unwrapped.turn + 1}", name, dict(arguments))
+            action = {"role": "assistant", "content": "", "tool_calls": [call.to_openai()]}
         obs, reward, terminated, truncated, info = episode.env.step(action)
         episode.reward += float(reward)
         reply = "\n\n".join(m["content"] for m in obs[episode.seen + 1 :])  # after the agent's own message

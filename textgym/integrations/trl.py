@@ -32,6 +32,7 @@ from typing import Any, Optional
 import gymnasium as gym
 
 from textgym.messages import thaw
+from textgym.parsing import ToolCall
 from textgym.tools import Tool
 
 _TYPES = {"integer": int, "number": float, "string": str, "boolean": bool, "array": list, "object": dict}
@@ -79,9 +80,8 @@ class TextGymTRLEnv:
         return "\n\n".join(m["content"] for m in replies)
 
     def _call_tool(self, name: str, arguments: Mapping[str, Any]) -> str:
-        call = {"id": f"call_{len(self._conversation)}", "type": "function",
-                "function": {"name": name, "arguments": json.dumps(dict(arguments))}}
-        return self._step({"role": "assistant", "content": "", "tool_calls": [call]})
+        call = ToolCall(f"call_{len(self._conversation)}", name, dict(arguments))
+        return self._step({"role": "assistant", "content": "", "tool_calls": [call.to_openai()]})
 
     def _finish(self, text: str) -> None:
         """Hand the model's final text to the env (a no-op once the episode is over)."""

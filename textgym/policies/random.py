@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from textgym.parsing import TOOL_CLOSE, TOOL_OPEN
+from textgym.parsing import TOOL_CLOSE, TOOL_OPEN, ToolCall
 from textgym.policies.base import PolicyOutput, SlotTools
 
 _WORDS = ("yes", "no", "done", "42", "none", "alice", "bob", "meeting", "report", "1", "2", "3", "x", "todo")
@@ -64,8 +64,8 @@ class RandomPolicy:
             arguments = random_value(fn.get("parameters") or {"type": "object"}, self.rng)
             if self.rng.random() < 0.5:  # both action forms the envs accept
                 return f'{TOOL_OPEN}{json.dumps({"name": name, "arguments": arguments})}{TOOL_CLOSE}'
-            call = {"id": "random", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
-            return {"role": "assistant", "content": "", "tool_calls": [call]}
+            call = ToolCall("random", name, arguments)
+            return {"role": "assistant", "content": "", "tool_calls": [call.to_openai()]}
         if self.rng.random() < self.p_answer:
             return f"<answer>{self._text()}</answer>"
         return self._text()
