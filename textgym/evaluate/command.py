@@ -13,7 +13,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from textgym.arguments import json_object, seed_int
+from textgym.arguments import check_env_ids, json_object, seed_int
+from textgym.error import TextGymError
 from textgym.evaluate.plotting import plot
 from textgym.evaluate.reward_profile import PolicyReport, evaluate, task_categories
 from textgym.policies.base import Policy
@@ -135,11 +136,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> list[PolicySpec]:
-
     try:
-        if args.env_id not in gym.registry:
-            known = ", ".join(e for e in gym.registry if e.startswith("textgym/"))
-            raise ValueError(f"unknown environment id {args.env_id!r}; known ids: {known}")
+        check_env_ids(args.env_id)
         for flag, value in (("--episodes", args.episodes), ("--k", args.k), ("--num-envs", args.num_envs), ("--max-tokens", args.max_tokens or 1), ("--threads", args.threads or 1)):
             if value < 1:
                 raise ValueError(f"{flag} must be >= 1, got {value}")
@@ -154,7 +152,7 @@ def _validate(args: argparse.Namespace) -> list[PolicySpec]:
         for flag, path in (("--plot", args.plot), ("--out", args.out)):
             if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
                 raise ValueError(f"{flag}: the folder of {path!r} does not exist")
-    except ValueError as exc:
+    except (ValueError, TextGymError) as exc:
         print(f"textgym eval: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     return specs
