@@ -59,7 +59,6 @@ def reverify(records: Iterable[Mapping[str, Any]]) -> list[Replay]:
     """Replay every record in a fresh env (one env per env id and kwargs, reset per record)."""
     import gymnasium as gym
 
-
     envs: dict[str, Any] = {}
     results = []
     try:
