@@ -17,6 +17,7 @@ from textgym.rollout import collect
 ENVS = [
     ("textgym/Sudoku-v0", {"size": 4}),
     ("textgym/Sudoku-v0", {"size": 6, "reward": "dense", "max_turns": 6}),
+    ("textgym/Sudoku-v0", {"size": 4, "board": "compact"}),
     ("textgym/Workplace-v0", {"max_turns": 6}),
     ("textgym/Code-v0", {"max_attempts": 2}),
 ]

@@ -190,18 +190,7 @@ class SudokuEnv(TextEnv):
 
     def begin(self, task: Task) -> list[FrozenDict]:
         puzzle, solution = self._checked(task)
-        self._n = grid.SIZE_BY_LENGTH[len(puzzle)]
-        self._geo = geometry(self._n)
-        self.puzzle = puzzle
-        self.solution = solution
-        self.board = list(puzzle)
-        self._text = grid.format_board(puzzle, self._n, self._compact_board)  # the board as shown, kept in step with it
-        self._offsets = grid.cell_offsets(self._n, self._compact_board)
-        self._moves = _moves(self._n)
-        self._masks = Masks(self._geo, self.board)
-        self._blank_count = puzzle.count(0)
-        self._empty = self._blank_count
-        self._correct = 0
+        self._set_board(puzzle, solution, list(puzzle), correct=0)
         if self._auto_turns:
             self.max_turns = self._n * self._n
         return [system(_system_prompt(self._n)), user(f"Here is the puzzle:\n{self._text}")]
@@ -211,16 +200,20 @@ class SudokuEnv(TextEnv):
         return {"puzzle": self.puzzle, "solution": self.solution, "board": self.board, "correct": self._correct}
 
     def load_episode(self, parts: dict[str, Any], blobs: list[bytes]) -> None:
-        self.puzzle, self.solution, self.board = list(parts["puzzle"]), list(parts["solution"]), list(parts["board"])
-        self._n = grid.SIZE_BY_LENGTH[len(self.puzzle)]
+        self._set_board(list(parts["puzzle"]), list(parts["solution"]), list(parts["board"]), int(parts["correct"]))
+
+    def _set_board(self, puzzle: list[int], solution: list[int], board: list[int], correct: int) -> None:
+        """The episode's grids and everything derived from them, for a new episode and a restored one alike."""
+        self._n = grid.SIZE_BY_LENGTH[len(puzzle)]
         self._geo = geometry(self._n)
-        self._text = grid.format_board(self.board, self._n)
-        self._offsets = grid.cell_offsets(self._n)
+        self.puzzle, self.solution, self.board = puzzle, solution, board
+        self._text = grid.format_board(board, self._n, self._compact_board)  # the board as shown, kept in step with it
+        self._offsets = grid.cell_offsets(self._n, self._compact_board)
         self._moves = _moves(self._n)
-        self._masks = Masks(self._geo, self.board)
-        self._blank_count = self.puzzle.count(0)
-        self._empty = self.board.count(0)
-        self._correct = int(parts["correct"])
+        self._masks = Masks(self._geo, board)
+        self._blank_count = puzzle.count(0)
+        self._empty = board.count(0)
+        self._correct = correct
 
     def _checked(self, task: Task) -> tuple[list[int], list[int]]:
         """Puzzle and solution cells of a task, re-checked: the base passes Task objects through.
