@@ -33,6 +33,12 @@ from textgym.servers import ServerPool
 from textgym.spaces import AssistantTurn, Conversation
 
 TOKEN_VARIABLE = "TEXTGYM_SERVE_TOKEN"
+
+
+def shared_token(token: str | None) -> str | None:
+    """``token``, else ``$TEXTGYM_SERVE_TOKEN`` (None when neither is set): one default for the
+    server and its clients, so that setting the variable on both sides is enough."""
+    return token if token is not None else os.environ.get(TOKEN_VARIABLE) or None
 MAX_REPLY_BYTES = 64 << 20  # a whole conversation comes back on every step
 MAX_DEPTH = 64  # levels of nesting in a message (a tool call's arguments); JSON allows any
 CLOSE_TIMEOUT = 2.0  # seconds to wait for a closing handshake before dropping the socket
@@ -95,7 +101,7 @@ class RemoteEnv(gym.Env):
         self._pool = None if urls is None else ServerPool.shared(self.urls, retry_after)
         self._task_id: Any = None
         self.timeout = float(timeout)
-        token = os.environ.get(TOKEN_VARIABLE) or None if token is None else token
+        token = shared_token(token)
         if token is not None and (not isinstance(token, str) or not token.isprintable() or not token):
             raise ValueError("token must be a non-empty printable string")
         self._headers = {"Authorization": f"Bearer {token}"} if token else None

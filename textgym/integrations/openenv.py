@@ -129,16 +129,13 @@ def create_app(
         allow_hosts: ``Host`` names allowed besides ``localhost`` and IP addresses.
         **openenv_kwargs: Passed to OpenEnv's ``create_app`` (``max_concurrent_envs``, ...).
     """
-    import os
-
     from openenv.core.env_server.http_server import create_app as openenv_create_app
 
-    from textgym.remote import TOKEN_VARIABLE
+    from textgym.remote import shared_token
     from textgym.serve.guard import Guard
 
     app = openenv_create_app(environment_class(env_id), TextGymAction, TextGymObservation, **openenv_kwargs)
-    token = token if token is not None else os.environ.get(TOKEN_VARIABLE) or None
-    app.add_middleware(Guard, token=token, allow_origins=allow_origins, allow_hosts=allow_hosts)
+    app.add_middleware(Guard, token=shared_token(token), allow_origins=allow_origins, allow_hosts=allow_hosts)
     return app
 
 

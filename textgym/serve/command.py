@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import os
 import signal
 import socket
 import sys
 
 from textgym.error import TextGymError
-from textgym.remote import TOKEN_VARIABLE
+from textgym.remote import TOKEN_VARIABLE, shared_token
 from textgym.serve.deadline import REQUEST_TIMEOUT
 
 
@@ -60,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--session-timeout must be > 0, got {args.session_timeout:g}")
     if args.request_timeout <= 0:
         raise ValueError(f"--request-timeout must be > 0, got {args.request_timeout:g}")
-    token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
+    token = shared_token(args.token)
     if token is not None and (not token.isprintable() or not token.strip() or token != token.strip()):
         raise ValueError("--token must be printable text without surrounding spaces")
     server = EnvServer(
