@@ -176,3 +176,22 @@ def test_a_state_with_a_consistent_header_but_wrong_contents_is_refused():
         env.set_state(pack(header, blobs))
     with pytest.raises(ResetNeeded):
         env.step("x")  # no half-restored episode is left to step
+
+
+def test_a_code_state_restored_where_another_task_was_played_is_judged_by_its_own_checks():
+    # Checks that are not plain asserts are planned once per task and kept by the env.
+    def task(total):
+        check = f"def check(c):\n    total = sum(c(i) for i in range(4))\n    assert total == {total}, total\n"
+        return {"prompt": "def f(x):\n    '''x'''\n", "entry_point": "f", "test": check}
+
+    env, other = _make("textgym/Code-v0", {}), _make("textgym/Code-v0", {})
+    try:
+        env.reset(options={"task": task(6)})
+        assert env.step("```python\ndef f(x): return x\n```")[1] == 1.0
+        other.reset(options={"task": task(10)})
+        env.set_state(other.get_state())
+        plus_one = "```python\ndef f(x): return x + 1\n```"
+        assert env.step(plus_one)[1:4] == other.step(plus_one)[1:4] == (1.0, True, False)
+    finally:
+        env.close()
+        other.close()

@@ -116,8 +116,7 @@ class CodeEnv(TextEnv):
     def begin(self, task: Task) -> list[FrozenDict]:
         self.attempts = 0
         self.last_verification = None
-        if self._held[0] is not task:
-            self._held = (task, {})
+        self._hold(task)
         return [system(SYSTEM), user(_statement(task))]
 
     def save_episode(self, blobs: list[bytes]) -> dict[str, Any]:
@@ -126,6 +125,12 @@ class CodeEnv(TextEnv):
 
     def load_episode(self, parts: dict[str, Any], blobs: list[bytes]) -> None:
         self.attempts, self.last_verification = int(parts["attempts"]), parts["last_verification"]
+        self._hold(self.task)  # not the plans of the task this env played before
+
+    def _hold(self, task: Task) -> None:
+        """Keep ``task``'s planned checks from now on (the ones held so far if it is the same task)."""
+        if self._held[0] is not task:
+            self._held = (task, {})
 
     def respond(self, turn: ParsedTurn) -> Outcome:
         code = turn.code if turn.code is not None else turn.text  # the parser already found the block
