@@ -63,6 +63,10 @@ def train(config: TrainConfig) -> dict[str, Any]:
     """
     config = config.resolved()
     check_env_ids(config.envs)
+    if config.env_url:  # a dead server in the list stops the run before anything is built
+        from textgym.remote import check_servers
+
+        check_servers(config.env_url)
     distributed.init(config.backend)
     distributed.my_block(config.prompts_per_step)  # a world size that splits the groups, or one clear error
     writer = distributed.is_writer()
@@ -108,11 +112,6 @@ def train(config: TrainConfig) -> dict[str, Any]:
     world, rank = distributed.world_size(), distributed.rank()
     episodes = config.prompts_per_step // world * grpo.group_size
     held_out = eval_seeds(config.eval_episodes)[rank::world]
-
-    if config.env_url:
-        from textgym.remote import check_servers
-
-        check_servers(config.env_url)
 
     def venvs(width: int) -> dict[str, Any]:
         return {env: token_envs.token_venv(*_env_source(config, env), tokenizer, template, min(config.num_envs, width),
