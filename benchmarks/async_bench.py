@@ -1,0 +1,67 @@
+"""Asynchronous GRPO: wall time of the same number of samples, synchronous vs ``--max-off-policy-steps``
+1 and 2, and held-out success at the end.
+
+Each setting is one ``textgym train`` process on the same env, model, seed and step count (so the
+same number of sampled episodes), one after the other on the same machine; the wall time is the
+whole run's (``summary.json``'s minutes: evaluations included, which are the same in all three).
+
+    .venv/bin/python benchmarks/async_bench.py --env textgym/Code-v0 --steps 6 --seeds 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def run(env: str, k: int, seed: int, args: argparse.Namespace, workdir: Path) -> dict:
+    out = workdir / f"{env.split('/')[-1]}-k{k}-s{seed}"
+    command = [str(Path(sys.executable).parent / "textgym"), "train", "--env", env, "--backend", args.backend, "--model", args.model,
+               "--steps", str(args.steps), "--prompts-per-step", str(args.prompts), "--group-size", str(args.group_size),
+               "--max-new-tokens", str(args.max_new_tokens), "--eval-every", str(args.steps), "--eval-episodes",
+               str(args.eval_episodes), "--sft-steps", "0", "--seed", str(seed), "--max-off-policy-steps", str(k),
+               "--log-rollouts-every", "0", "--no-plot", "--no-progress", "--output-dir", str(out)]
+    if args.env_kwargs:
+        command += ["--env-kwargs", args.env_kwargs]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    summary = json.loads((out / "summary.json").read_text())
+    records = [json.loads(line) for line in (out / "metrics.jsonl").open()]
+    waits = [r["async/wait_s"] for r in records if "async/wait_s" in r]
+    return {"env": env, "k": k, "seed": seed, "minutes": summary["minutes"], "success_before": summary["before"]["success"],
+            "success_after": summary["after"]["success"], "learner_wait_s": round(sum(waits), 1) if waits else None,
+            "load": os.getloadavg()[0]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--env", action="append", required=True)
+    parser.add_argument("--env-kwargs", default=None)
+    parser.add_argument("--backend", default="torch")
+    parser.add_argument("--model", default="tiny")
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--eval-episodes", type=int, default=16)
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--ks", default="0,1,2")
+    parser.add_argument("--out", default=None, help="append each result as a JSON line here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        for env in args.env:
+            for seed in map(int, args.seeds.split(",")):
+                for k in map(int, args.ks.split(",")):
+                    result = run(env, k, seed, args, Path(tmp))
+                    print(json.dumps(result), flush=True)
+                    if args.out:
+                        with open(args.out, "a", encoding="utf-8") as fh:
+                            fh.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()
