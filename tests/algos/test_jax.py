@@ -437,6 +437,7 @@ _SHARDED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # 20 CPU-seconds measured: two compilations of the sharded train step
 def test_sharded_step_equals_single_device_step(tiny):
     env = os.environ | {"PYTHONPATH": REPO, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4",
                         "JAX_PLATFORMS": "cpu"}
