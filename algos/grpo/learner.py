@@ -7,10 +7,14 @@ the averaging of their metrics, row padding (a batch of any size trains), and th
 layout. A backend fills in one update and the tensors of its state, so switching ``backend``
 changes nothing that the training loop or a checkpoint's reader can see.
 
-Checkpoint layout (a directory; both backends write and read the same files)::
+Checkpoint layout (a directory; both backends write and read the same files, so a run saved by
+one resumes on the other)::
 
     config.json, model.safetensors, tokenizer files   the current weights (a Hugging Face directory)
-    optimizer/state.safetensors                         the optimiser's state, flat tensors by name
+    optimizer/state.safetensors                         AdamW's state: "step" (int64, the updates taken)
+                                                        and, per trained parameter by its Hugging Face
+                                                        name and shape, "<name>.exp_avg" and
+                                                        "<name>.exp_avg_sq" (float32)
     trainer_state.json                                  {"step": ..., "config": GRPOConfig fields}
     reference/config.json, reference/model.safetensors  the frozen KL reference (when kl_beta > 0)
 """
@@ -36,6 +40,12 @@ TRAINER_STATE = "trainer_state.json"
 # Subdirectories: weight loaders read every top-level *.safetensors.
 OPTIMIZER_STATE = "optimizer/state.safetensors"
 REFERENCE_DIR = "reference"
+OPTIMIZER_STEP = "step"
+MOMENTS = ("exp_avg", "exp_avg_sq")  # AdamW's first and second moments, torch's names
+
+AdamState = tuple[int, dict[str, tuple[np.ndarray, np.ndarray]]]
+"""AdamW's state in the checkpoint's terms: the updates taken, and per trained parameter's Hugging
+Face name its ``(exp_avg, exp_avg_sq)`` in that parameter's Hugging Face shape."""
 
 
 @runtime_checkable
@@ -164,7 +174,7 @@ class BaseLearner(ABC):
 
     Subclasses set ``policy``, ``config`` and ``step`` and implement :meth:`update` (one optimiser
     step on a padded batch) and the state hooks :meth:`export`, :meth:`_export_reference`,
-    :meth:`_load_weights`, :meth:`_optimizer_state` and :meth:`_load_optimizer_state`.
+    :meth:`_load_weights`, :meth:`_adam_state` and :meth:`_load_adam_state`.
     """
 
     policy: Any
@@ -234,12 +244,12 @@ class BaseLearner(ABC):
         """Load the weights (and the reference's) or raise :class:`CheckpointMismatch`."""
 
     @abstractmethod
-    def _optimizer_state(self) -> dict[str, np.ndarray]:
-        """The optimiser's state as flat named arrays."""
+    def _adam_state(self) -> AdamState:
+        """AdamW's state (zero moments before the first update), keyed and shaped as the checkpoint is."""
 
     @abstractmethod
-    def _load_optimizer_state(self, tensors: dict[str, np.ndarray]) -> None:
-        """Load :meth:`_optimizer_state`'s arrays or raise :class:`CheckpointMismatch`."""
+    def _load_adam_state(self, state: AdamState) -> None:
+        """Install what :meth:`_adam_state` returned (names and shapes already checked)."""
 
     def _barrier(self) -> None:  # noqa: B027 - a hook that only torch DDP fills in
         """Wait for every process (torch DDP); one process has nothing to wait for."""
@@ -252,7 +262,7 @@ class BaseLearner(ABC):
         self.export(directory)
         if self.is_writer:
             (directory / OPTIMIZER_STATE).parent.mkdir(exist_ok=True)
-            save_file(self._optimizer_state(), str(directory / OPTIMIZER_STATE))
+            save_file(adam_tensors(self._adam_state()), str(directory / OPTIMIZER_STATE))
             state = {"step": self.step, "config": dataclasses.asdict(self.config)}
             (directory / TRAINER_STATE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
             if self.config.kl_beta > 0 and not self.config.lora_rank:  # LoRA's reference is the base model
@@ -277,7 +287,7 @@ class BaseLearner(ABC):
             if not (reference / "model.safetensors").is_file():
                 raise CheckpointMismatch(f"kl_beta > 0 but {str(directory)!r} holds no KL reference ({REFERENCE_DIR}/)")
         self._load_weights(directory, reference)
-        self._load_optimizer_state(load_file(str(directory / OPTIMIZER_STATE)))
+        self._load_adam_state(read_adam_tensors(load_file(str(directory / OPTIMIZER_STATE)), self._adam_state()))
         state = json.loads((directory / TRAINER_STATE).read_text(encoding="utf-8"))
         self.step = int(state["step"])
 
@@ -288,3 +298,26 @@ def check_state(saved: dict[str, np.ndarray], expected: dict[str, tuple[int, ...
     shapes = sorted(k for k in saved.keys() & expected.keys() if tuple(saved[k].shape) != tuple(expected[k]))
     if missing or unexpected or shapes:
         raise CheckpointMismatch(f"{where} does not match this learner: missing={missing[:5]}, unexpected={unexpected[:5]}, mis-shaped={shapes[:5]}")
+
+
+def adam_tensors(state: AdamState) -> dict[str, np.ndarray]:
+    """``state`` as the flat named tensors of ``optimizer/state.safetensors``."""
+    step, moments = state
+    tensors = {OPTIMIZER_STEP: np.asarray(step, dtype=np.int64)}
+    for name, pair in moments.items():
+        tensors |= {f"{name}.{moment}": np.ascontiguousarray(value, dtype=np.float32) for moment, value in zip(MOMENTS, pair)}
+    return tensors
+
+
+def read_adam_tensors(tensors: dict[str, np.ndarray], like: AdamState) -> AdamState:
+    """The :data:`AdamState` in a checkpoint's tensors, which must hold exactly ``like``'s names and shapes.
+
+    Raises:
+        CheckpointMismatch: A missing, unexpected or mis-shaped tensor (another model, another
+            ``trainable_layers``, a checkpoint of another layout).
+    """
+    expected = {OPTIMIZER_STEP: ()} | {f"{name}.{moment}": tuple(np.shape(value))
+                                        for name, pair in like[1].items() for moment, value in zip(MOMENTS, pair)}
+    check_state(tensors, expected, "optimizer state")
+    moments = {name: tuple(np.asarray(tensors[f"{name}.{moment}"], np.float32) for moment in MOMENTS) for name in like[1]}
+    return int(tensors[OPTIMIZER_STEP]), moments

@@ -69,6 +69,16 @@ def init_adapters(shapes: dict[str, tuple[int, int]], config: GRPOConfig) -> dic
     return adapters
 
 
+def adapter_names(module: str) -> tuple[str, str]:
+    """peft's tensor names of ``module``'s ``A`` and ``B`` (the names a checkpoint keys them by).
+
+    Example:
+        >>> adapter_names("model.layers.0.self_attn.q_proj")[0]
+        'base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight'
+    """
+    return f"{_PREFIX}{module}.lora_A.weight", f"{_PREFIX}{module}.lora_B.weight"
+
+
 def save_adapter(directory: str | os.PathLike, adapters: dict[str, Adapter], config: GRPOConfig, base: str | os.PathLike) -> None:
     """Write ``adapters`` in peft's format; ``base`` is recorded as ``base_model_name_or_path``."""
     from safetensors.numpy import save_file
@@ -77,8 +87,7 @@ def save_adapter(directory: str | os.PathLike, adapters: dict[str, Adapter], con
     directory.mkdir(parents=True, exist_ok=True)
     tensors = {}
     for module, (a, b) in adapters.items():
-        tensors[f"{_PREFIX}{module}.lora_A.weight"] = np.ascontiguousarray(a, np.float32)
-        tensors[f"{_PREFIX}{module}.lora_B.weight"] = np.ascontiguousarray(b, np.float32)
+        tensors |= {name: np.ascontiguousarray(x, np.float32) for name, x in zip(adapter_names(module), (a, b))}
     save_file(tensors, str(directory / ADAPTER_WEIGHTS), metadata={"format": "pt"})
     peft_config = {
         "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": str(base), "r": config.lora_rank,
@@ -100,9 +109,9 @@ def load_adapter(directory: str | os.PathLike, expected: dict[str, Adapter]) -> 
     if not path.is_file():
         raise CheckpointMismatch(f"lora_rank > 0 but {str(directory)!r} holds no {ADAPTER_WEIGHTS}")
     tensors = load_file(str(path))
-    keys = {f"{_PREFIX}{m}.lora_{w}.weight": x.shape for m, (a, b) in expected.items() for w, x in (("A", a), ("B", b))}
+    keys = {name: x.shape for m, pair in expected.items() for name, x in zip(adapter_names(m), pair)}
     missing, unexpected = sorted(keys.keys() - tensors.keys()), sorted(tensors.keys() - keys.keys())
     shapes = sorted(k for k in keys.keys() & tensors.keys() if tuple(tensors[k].shape) != tuple(keys[k]))
     if missing or unexpected or shapes:
         raise CheckpointMismatch(f"adapter in {str(directory)!r} does not match: missing={missing[:3]}, unexpected={unexpected[:3]}, mis-shaped={shapes[:3]}")
-    return {m: (tensors[f"{_PREFIX}{m}.lora_A.weight"], tensors[f"{_PREFIX}{m}.lora_B.weight"]) for m in expected}
+    return {m: tuple(tensors[name] for name in adapter_names(m)) for m in expected}

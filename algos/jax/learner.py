@@ -29,12 +29,12 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from textgym.algos.grpo import Batch, GRPOConfig, bucket_length, fine_bucket, split_micro_batches
 from textgym.algos.grpo.batch import PromptSplit, split_prompts
-from textgym.algos.grpo.learner import BaseLearner, check_state
-from textgym.algos.grpo.lora import MERGED, load_adapter, save_adapter
+from textgym.algos.grpo.learner import AdamState, BaseLearner
+from textgym.algos.grpo.lora import MERGED, adapter_names, load_adapter, save_adapter
 from textgym.algos.jax.lora import apply_lora, initial_adapters
 from textgym.algos.jax.loss import grpo_loss
 from textgym.algos.jax.model import empty_cache, picked_logprobs, positions_from_mask
-from textgym.algos.jax.params import copy_side_files, export_params, load_params, merge_trees, split_trainable
+from textgym.algos.jax.params import copy_side_files, export_params, load_params, merge_trees, path_to_hf, split_trainable
 from textgym.algos.jax.policy import JaxLanguageModel
 from textgym.algos.jax.sharding import batch_sharding, shard_params
 from textgym.error import CheckpointMismatch
@@ -275,18 +275,64 @@ class Learner(BaseLearner):
             self.ref_params = self._place(jax.tree.map(jnp.asarray, ref))
         self._publish()
 
-    def _optimizer_state(self) -> dict[str, np.ndarray]:
-        leaves = jax.tree_util.tree_flatten_with_path(self.opt_state)[0]
-        return {jax.tree_util.keystr(p): np.asarray(_local(x)) for p, x in leaves}
+    def _adam_state(self) -> AdamState:
+        # optax keeps AdamW's moments as `mu` and `nu` trees shaped like the trained parameters, and
+        # update counts (Adam's, the schedule's) that all equal the number of updates taken.
+        step, moments = 0, {}
+        for path, leaf in jax.tree_util.tree_flatten_with_path(self.opt_state)[0]:
+            field, param = _adam_leaf(path)
+            value = np.asarray(_local(leaf))
+            if field == "count":
+                step = int(value)
+                continue
+            name, transpose = self._state_name(param)
+            pair = moments.setdefault(name, [None, None])
+            pair[_MOMENTS.index(field)] = value.T if transpose else value
+        return step, {name: tuple(pair) for name, pair in moments.items()}
 
-    def _load_optimizer_state(self, tensors: dict[str, np.ndarray]) -> None:
+    def _load_adam_state(self, state: AdamState) -> None:
+        step, moments = state
         paths, treedef = jax.tree_util.tree_flatten_with_path(self.opt_state)
-        keys = [jax.tree_util.keystr(p) for p, _ in paths]
-        check_state(tensors, {k: np.shape(x) for k, (_, x) in zip(keys, paths)}, "optimizer state")
-        leaves = [jnp.asarray(tensors[k], dtype=x.dtype) for k, (_, x) in zip(keys, paths)]
+        leaves = []
+        for path, leaf in paths:
+            field, param = _adam_leaf(path)
+            if field == "count":
+                value = np.asarray(step)
+            else:
+                name, transpose = self._state_name(param)
+                value = moments[name][_MOMENTS.index(field)]
+                value = value.T if transpose else value
+            leaves.append(jnp.asarray(value, dtype=leaf.dtype))
         self.opt_state = self._place(jax.tree_util.tree_unflatten(treedef, leaves))
+
+    def _state_name(self, param: tuple) -> tuple[str, bool]:
+        """The checkpoint name of a trained parameter's path, and whether it is stored transposed:
+        a LoRA adapter's ``(module, 0 | 1)`` is peft's name of its ``A`` or ``B`` (kept in torch's
+        layout), a weight's path its Hugging Face name."""
+        if self.config.lora_rank:
+            module, which = param
+            return adapter_names(module)[which], False
+        return path_to_hf(param)
 
 
 def _local(x: jax.Array) -> jax.Array:
     """This process's copy of a replicated array (the array itself when one process holds it all)."""
     return x if x.is_fully_addressable else x.addressable_data(0)
+
+
+_MOMENTS = ("mu", "nu")  # optax's names of MOMENTS, in the same order
+
+
+def _adam_leaf(path: tuple) -> tuple[str, tuple]:
+    """``("mu" | "nu", the parameter's path)`` or ``("count", ())`` for a leaf of the optax state.
+
+    Raises:
+        CheckpointMismatch: A leaf of another kind (an optimiser this layout does not describe).
+    """
+    for i, key in enumerate(path):
+        name = getattr(key, "name", None)
+        if name in _MOMENTS:
+            return name, tuple(k.key for k in path[i + 1 :])
+        if name == "count":
+            return name, ()
+    raise CheckpointMismatch(f"optimizer state leaf {jax.tree_util.keystr(path)} has no place in the checkpoint layout")

@@ -32,7 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from textgym.algos.grpo import Batch, GRPOConfig, split_micro_batches
 from textgym.algos.grpo.batch import split_prompts
-from textgym.algos.grpo.learner import BaseLearner, check_state, is_trainable
+from textgym.algos.grpo.learner import MOMENTS, AdamState, BaseLearner, is_trainable
 from textgym.algos.grpo.lora import load_adapter
 from textgym.algos.torch import lora
 from textgym.algos.torch.loss import grpo_loss
@@ -94,7 +94,9 @@ class Learner(BaseLearner):
         # base model: the adapter disabled, no copy).
         copied = config.kl_beta > 0 and not config.lora_rank
         self.reference = copy.deepcopy(self.model).eval().requires_grad_(False) if copied else None
-        self.params = [p for p in self.model.parameters() if p.requires_grad]  # the optimiser holds only these
+        # The optimiser holds only the trained parameters; their checkpoint names key its state.
+        self.trained = {lora.checkpoint_name(name): p for name, p in self.model.named_parameters() if p.requires_grad}
+        self.params = list(self.trained.values())
         self.optimizer = torch.optim.AdamW(
             self.params, lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps,
             weight_decay=config.weight_decay,
@@ -189,22 +191,27 @@ class Learner(BaseLearner):
         if reference is not None:
             load_weights(self.reference, _safetensors(reference))
 
-    def _optimizer_state(self) -> dict[str, np.ndarray]:
-        index = {id(p): i for i, p in enumerate(self.params)}
-        return {f"{index[id(p)]}.{name}": value.detach().cpu().numpy() for p, state in self.optimizer.state.items()
-                for name, value in state.items()}
+    def _adam_state(self) -> AdamState:
+        # AdamW keeps `step`, `exp_avg` and `exp_avg_sq` per parameter once it has stepped; every
+        # parameter steps together, so one step count stands for all of them.
+        step, moments = 0, {}
+        for name, p in self.trained.items():
+            state = self.optimizer.state.get(p)
+            if state:
+                step = int(state["step"])
+                moments[name] = tuple(state[m].detach().float().cpu().numpy() for m in MOMENTS)
+            else:
+                moments[name] = (np.zeros(tuple(p.shape), np.float32),) * 2
+        return step, moments
 
-    def _load_optimizer_state(self, tensors: dict[str, np.ndarray]) -> None:
-        # AdamW keeps `step`, `exp_avg` and `exp_avg_sq` per parameter once it has stepped.
-        expected = {}
-        if tensors:
-            expected = {f"{i}.{name}": (() if name == "step" else tuple(p.shape)) for i, p in enumerate(self.params)
-                        for name in ("step", "exp_avg", "exp_avg_sq")}
-        check_state(tensors, expected, "optimizer state")
-        state = self.optimizer.state_dict()
-        state["state"] = {i: {name: torch.as_tensor(tensors[f"{i}.{name}"]) for name in ("step", "exp_avg", "exp_avg_sq")}
-                          for i in range(len(self.params))} if tensors else {}
-        self.optimizer.load_state_dict(state)
+    def _load_adam_state(self, state: AdamState) -> None:
+        step, moments = state
+        saved = self.optimizer.state_dict()
+        saved["state"] = {
+            i: {"step": torch.tensor(float(step))} | {m: torch.from_numpy(v) for m, v in zip(MOMENTS, moments[name])}
+            for i, name in enumerate(self.trained)
+        } if step > 0 else {}
+        self.optimizer.load_state_dict(saved)  # moves the moments to each parameter's device and dtype
 
     def _barrier(self) -> None:
         _barrier(self.world_size)

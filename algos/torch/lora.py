@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,17 @@ def add_lora(model: torch.nn.Module, config: GRPOConfig) -> tuple[torch.nn.Modul
     wrapped = get_peft_model(model, peft_config)
     set_adapters(wrapped, init_adapters({m: tuple(linear[m].weight.shape) for m in modules}, config))
     return wrapped, modules
+
+
+def checkpoint_name(parameter: str) -> str:
+    """The name a checkpoint keys a trained parameter by: peft's file name for an adapter weight
+    (``named_parameters`` adds the adapter's name, ``.lora_A.default.weight``), else the name as it is.
+
+    Example:
+        >>> checkpoint_name("base_model.model.model.layers.0.self_attn.q_proj.lora_B.default.weight")
+        'base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight'
+    """
+    return re.sub(r"\.(lora_[AB])\.default\.weight$", r".\1.weight", parameter)
 
 
 def get_adapters(model: torch.nn.Module, modules: list[str]) -> dict[str, Adapter]:
