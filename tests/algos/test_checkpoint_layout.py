@@ -15,15 +15,14 @@ pytest.importorskip("jax")
 
 from safetensors.numpy import load_file
 
+from tests.algos.tiny_batches import SMALL, rollouts
 from textgym.algos import jax as jax_backend
 from textgym.algos import tiny
 from textgym.algos import torch as torch_backend
 from textgym.algos.grpo import GRPOConfig, pack
 from textgym.algos.grpo.learner import OPTIMIZER_STATE
 from textgym.error import CheckpointMismatch
-from textgym.rollout import Rollout
 
-SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
 BACKENDS = {"jax": jax_backend, "torch": torch_backend}
 # A large adam_eps makes each update a smooth function of the gradients: with the default 1e-8,
 # Adam's first steps are ~lr * sign(grad), and gradients at rounding level (where the backends
@@ -35,18 +34,6 @@ PAIRS = [("torch", "jax"), ("jax", "torch")]
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     return tiny.create(tmp_path_factory.mktemp("tiny"), seed=0, size=SMALL)
-
-
-def rollouts(seed: int, n: int = 8) -> list[Rollout]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        size = int(rng.integers(10, 40))
-        mask = (np.arange(size) >= int(rng.integers(3, size - 2))).astype(np.int8)
-        out.append(Rollout("e", "t", i // 4, [], float(i % 2), False, 1, True, False,
-                           token_ids=rng.integers(0, 270, size).astype(np.int32), loss_mask=mask,
-                           logprobs=np.where(mask > 0, rng.normal(-5.6, 0.3, size), 0.0).astype(np.float32), group=i // 4))
-    return out
 
 
 BATCHES = [pack(rollouts(s), CONFIG, pad_id=0) for s in (20, 21, 22)]

@@ -16,14 +16,13 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("jax")
 
+from tests.algos.tiny_batches import SMALL, rollouts
 from textgym.algos import jax as jax_backend
 from textgym.algos import lazy, tiny
 from textgym.algos import torch as torch_backend
 from textgym.algos.grpo import GRPOConfig, grpo_loss, pack, rollout_correction
 from textgym.error import CheckpointMismatch
-from textgym.rollout import Rollout
 
-SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
 BACKENDS = {"jax": jax_backend, "torch": torch_backend}
 CONFIG = GRPOConfig(group_size=4, micro_batch_size=4, lr=1e-2, kl_beta=0.1, max_length=64, max_grad_norm=0.0)
 
@@ -31,18 +30,6 @@ CONFIG = GRPOConfig(group_size=4, micro_batch_size=4, lr=1e-2, kl_beta=0.1, max_
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     return tiny.create(tmp_path_factory.mktemp("tiny"), seed=0, size=SMALL)
-
-
-def rollouts(seed: int, n: int = 8) -> list[Rollout]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        size = int(rng.integers(10, 40))
-        mask = (np.arange(size) >= int(rng.integers(3, size - 2))).astype(np.int8)
-        out.append(Rollout("e", "t", i // 4, [], float(i % 2), False, 1, True, False,
-                           token_ids=rng.integers(0, 270, size).astype(np.int32), loss_mask=mask,
-                           logprobs=np.where(mask > 0, rng.normal(-5.6, 0.3, size), 0.0).astype(np.float32), group=i // 4))
-    return out
 
 
 def test_both_backends_export_the_same_names_lazily_and_one_loss_signature():
