@@ -332,7 +332,7 @@ def _adam_leaf(path: tuple) -> tuple[str, tuple]:
     for i, key in enumerate(path):
         name = getattr(key, "name", None)
         if name in _MOMENTS:
-            return name, tuple(k.key for k in path[i + 1 :])
+            return name, tuple(getattr(k, "key", getattr(k, "idx", None)) for k in path[i + 1 :])  # dict keys, tuple places
         if name == "count":
             return name, ()
     raise CheckpointMismatch(f"optimizer state leaf {jax.tree_util.keystr(path)} has no place in the checkpoint layout")

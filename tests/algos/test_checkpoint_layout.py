@@ -6,6 +6,8 @@ AdamW's state is keyed by Hugging Face parameter name in both backends (``<name>
 
 from __future__ import annotations
 
+import dataclasses as dc
+
 import numpy as np
 import pytest
 
@@ -28,6 +30,9 @@ BACKENDS = {"jax": jax_backend, "torch": torch_backend}
 # Adam's first steps are ~lr * sign(grad), and gradients at rounding level (where the backends
 # legitimately differ) would flip whole steps. kl_beta > 0 puts the KL reference in the checkpoint too.
 CONFIG = GRPOConfig(group_size=4, micro_batch_size=4, lr=0.1, adam_eps=1.0, kl_beta=0.1, max_length=64, max_grad_norm=0.0)
+# LoRA: the optimiser's state is the adapters', keyed by peft's tensor names in both backends
+# (Adam's own eps: the adapters' gradients are small, and a large eps would hide their state).
+LORA = dc.replace(CONFIG, lr=1e-2, adam_eps=1e-8, lora_rank=4, lora_alpha=8.0, lora_targets=("q_proj", "down_proj"))
 PAIRS = [("torch", "jax"), ("jax", "torch")]
 
 
@@ -40,14 +45,15 @@ BATCHES = [pack(rollouts(s), CONFIG, pad_id=0) for s in (20, 21, 22)]
 PROBE = pack(rollouts(99), CONFIG, pad_id=0)
 
 
-def learner(name: str, path):
+def learner(name: str, path, config: GRPOConfig = CONFIG):
     backend = BACKENDS[name]
-    return backend.Learner(backend.load_policy(path), CONFIG)
+    return backend.Learner(backend.load_policy(path), config)
 
 
-def resumed(name: str, checkpoint):
-    """A learner of backend ``name`` restored from ``checkpoint``, as ``textgym train`` resumes one."""
-    out = learner(name, checkpoint)
+def resumed(name: str, checkpoint, config: GRPOConfig = CONFIG, base=None):
+    """A learner of backend ``name`` restored from ``checkpoint``, as ``textgym train`` resumes one
+    (a LoRA checkpoint holds the adapter: its base model is loaded from ``base``)."""
+    out = learner(name, base or checkpoint, config)
     out.restore(checkpoint)
     return out
 
@@ -74,31 +80,40 @@ def test_both_backends_key_the_optimiser_state_by_parameter_name(model_dir, tmp_
     assert int(files["jax"]["step"]) == int(files["torch"]["step"]) == 1
     for name, value in params.items():  # each moment has its parameter's Hugging Face shape
         assert files["jax"][f"{name}.exp_avg"].shape == value.shape
+    lora = {}
+    for name in BACKENDS:
+        trained = learner(name, model_dir, LORA)
+        trained.train_step(BATCHES[0])
+        trained.save(tmp_path / f"lora-{name}")
+        lora[name] = {k: v.shape for k, v in load_file(str(tmp_path / f"lora-{name}" / OPTIMIZER_STATE)).items()}
+    assert lora["jax"] == lora["torch"]
+    assert "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight.exp_avg" in lora["jax"]
 
 
+@pytest.mark.parametrize("config", [CONFIG, LORA], ids=["full", "lora"])
 @pytest.mark.parametrize(("saver", "runner"), PAIRS)
-def test_a_run_saved_by_one_backend_continues_on_the_other_as_its_uninterrupted_run(model_dir, tmp_path, saver, runner):
+def test_a_run_saved_by_one_backend_continues_on_the_other_as_its_uninterrupted_run(model_dir, tmp_path, saver, runner, config):
     """``runner`` trains two steps and stops; ``saver`` loads that checkpoint and writes it again in
     the shared layout (all it holds of the run); ``runner`` resumes from ``saver``'s checkpoint and
-    takes the third step: the same weights as ``runner``'s run that never stopped."""
-    straight = learner(runner, model_dir)
+    takes the third step: the same model as ``runner``'s run that never stopped."""
+    base = model_dir if config.lora_rank else None
+    straight = learner(runner, model_dir, config)
     for batch in BATCHES:
         straight.train_step(batch)
-    first = learner(runner, model_dir)
+    first = learner(runner, model_dir, config)
     for batch in BATCHES[:2]:
         first.train_step(batch)
     first.save(tmp_path / "first")
-    resumed(saver, tmp_path / "first").save(tmp_path / "saved")
-    run = resumed(runner, tmp_path / "saved")
+    resumed(saver, tmp_path / "first", config, base).save(tmp_path / "saved")
+    run = resumed(runner, tmp_path / "saved", config, base)
     assert run.step == 2
     run.train_step(BATCHES[2])
-    want, got = weights(straight, tmp_path / "want"), weights(run, tmp_path / "got")
-    assert max(float(np.abs(got[k] - want[k]).max()) for k in want) < 1e-5
+    assert np.abs(probe_logprobs(run) - probe_logprobs(straight)).max() < 1e-5
     # Without the optimiser state the same step lands elsewhere: the check tells them apart.
-    lost = learner(runner, tmp_path / "saved")
-    lost.step = 2
+    lost = resumed(runner, tmp_path / "saved", config, base)
+    lost._load_adam_state((0, {name: tuple(np.zeros_like(m) for m in pair) for name, pair in lost._adam_state()[1].items()}))
     lost.train_step(BATCHES[2])
-    assert max(float(np.abs(weights(lost, tmp_path / "lost")[k] - want[k]).max()) for k in want) > 1e-3
+    assert np.abs(probe_logprobs(lost) - probe_logprobs(straight)).max() > 1e-4
 
 
 @pytest.mark.parametrize(("saver", "runner"), PAIRS)
