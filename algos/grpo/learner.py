@@ -14,7 +14,8 @@ one resumes on the other)::
     optimizer/state.safetensors                         AdamW's state: "step" (int64, the updates taken)
                                                         and, per trained parameter by its Hugging Face
                                                         name and shape, "<name>.exp_avg" and
-                                                        "<name>.exp_avg_sq" (float32)
+                                                        "<name>.exp_avg_sq" (float32); LoRA's
+                                                        adapters by peft's tensor names
     trainer_state.json                                  {"step": ..., "config": GRPOConfig fields}
     reference/config.json, reference/model.safetensors  the frozen KL reference (when kl_beta > 0)
 """
