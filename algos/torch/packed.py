@@ -11,6 +11,11 @@ its prefill of 8 x 450 tokens from 10.6 to 9.3 s, and packing its 211 linears co
 The packed product sums in another order than MKL's, so float32 logits move by ~1e-7 relative
 (9e-5 absolute on SmolLM2's logits): a seed's tokens can differ from the unpacked sampler's where
 two tokens' cumulative probabilities straddle the uniform draw. See docs/benchmarks.md.
+
+A multi-turn episode calls the sampler once a turn with the same weights: :class:`PackedWeights`
+keeps the packed copies from one call to the next until a weight changes, so a turn that prefills
+a few new tokens and decodes a few dozen does not pay the 0.47 s again. It costs a second copy of
+the linear weights while the model is kept.
 """
 
 from __future__ import annotations
@@ -50,19 +55,39 @@ def can_pack(model: nn.Module) -> bool:
 
 
 @contextmanager
-def packed_linears(model: nn.Module, rows: int) -> Iterator[nn.Module]:
+def packed_linears(model: nn.Module, rows: int, packed: dict[str, PackedLinear] | None = None) -> Iterator[nn.Module]:
     """Within the block, every ``nn.Linear`` of ``model`` runs on a packed copy of its weight.
 
     The weights are packed on entry (so they are always the current ones: a learner step between
-    two calls needs no invalidation) and the original modules are put back on exit, whatever
+    two calls needs no invalidation), or taken from ``packed`` (name -> module) where it has them
+    (filled with the ones packed here), and the original modules are put back on exit, whatever
     happened. ``rows`` is oneDNN's hint of the rows per product. Where :func:`can_pack` says no,
     the model runs as it is.
     """
     linears = [(name, m) for name, m in model.named_modules() if type(m) is nn.Linear] if can_pack(model) else []
+    packed = {} if packed is None else packed
     try:
         for name, linear in linears:
-            model.set_submodule(name, PackedLinear(linear, rows))
+            if name not in packed:
+                packed[name] = PackedLinear(linear, rows)
+            model.set_submodule(name, packed[name])
         yield model
     finally:
         for name, linear in linears:
             model.set_submodule(name, linear)
+
+
+class PackedWeights:
+    """Packed linears kept across sampler calls while the weights and the row hint stay the same."""
+
+    def __init__(self) -> None:
+        self._key: tuple | None = None
+        self._packed: dict[str, PackedLinear] = {}
+
+    def get(self, model: nn.Module, rows: int, weights: tuple) -> dict[str, PackedLinear]:
+        """The ``packed`` argument of :func:`packed_linears`: the last call's modules if ``(model, rows,
+        weights)`` is the same (``weights``: a stamp of the parameters that moves whenever one changes)."""
+        key = (id(model), rows, weights)
+        if key != self._key:
+            self._key, self._packed = key, {}
+        return self._packed

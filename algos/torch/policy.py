@@ -23,6 +23,7 @@ from textgym.algos.context_cache import CONTEXT_CACHE_MB, ContextCache
 from textgym.algos.grpo.batch import PromptSplit
 from textgym.algos.grpo.config import ComputeDType, check_dtype
 from textgym.algos.models import has_tokenizer
+from textgym.algos.torch.packed import PackedWeights
 from textgym.algos.torch.sampler import generate, last_position, token_logprobs
 
 
@@ -87,6 +88,7 @@ class TorchLanguageModel:
                  sampler_dtype: ComputeDType = "float32", context_cache_mb: float = CONTEXT_CACHE_MB):
         check_dtype("sampler_dtype", sampler_dtype)
         self.contexts = ContextCache(int(context_cache_mb * 2**20)) if context_cache_mb > 0 else None
+        self._packed = PackedWeights()  # the sampler's packed linears, kept while the weights stay
         self.model = model
         self.tokenizer = tokenizer
         self.path = None if path is None else Path(path)
@@ -190,12 +192,13 @@ class TorchLanguageModel:
         self.model.eval()
         try:
             model = self.sampler_model()
+            weights = tuple((p.data_ptr(), p._version) for p in model.parameters())
             if self.contexts is not None:
-                self.contexts.sync(tuple((p.data_ptr(), p._version) for p in model.parameters()))
+                self.contexts.sync(weights)
             return generate(
                 model, prompts, int(max_new_tokens), float(temperature), int(seed), top_p=float(top_p),
                 stop_ids=stop_ids, eos_ids=self.eos_ids if eos_ids is None else eos_ids, pad_id=self.pad_id,
-                contexts=self.contexts,
+                contexts=self.contexts, packed=self._packed.get(model, len(prompts), weights),
             )
         finally:
             self.model.train(was_training)

@@ -23,7 +23,7 @@ from transformers.cache_utils import DynamicLayer
 from textgym.algos.context_cache import MISS, ContextCache, Hit
 from textgym.algos.grpo.batch import distinct_prompts
 from textgym.algos.grpo.learner import stop_sequences
-from textgym.algos.torch.packed import packed_linears
+from textgym.algos.torch.packed import PackedLinear, packed_linears
 
 
 def token_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -148,11 +148,13 @@ def generate(
     eos_ids: Sequence[int],
     pad_id: int,
     contexts: ContextCache | None = None,
+    packed: dict[str, PackedLinear] | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Sample from ``model`` (in eval mode); see :meth:`textgym.algos.torch.policy.TorchLanguageModel.generate`.
 
     ``contexts``: where earlier calls' keys and values are looked up and this call's are stored
-    (None: every prompt is prefilled whole and nothing is kept).
+    (None: every prompt is prefilled whole and nothing is kept). ``packed``: packed linears kept
+    from an earlier call on the same weights (see :func:`~textgym.algos.torch.packed.packed_linears`).
     """
     batch = len(prompts)
     if batch == 0:
@@ -184,7 +186,7 @@ def generate(
     if contexts is not None:
         contexts.reused_tokens += sum(max(len(p) - new, 0) for p in distinct)
         contexts.prefilled_tokens += sum(min(len(p), new) for p in distinct)
-    with packed_linears(model, batch):  # a few rows per product: see textgym.algos.torch.packed
+    with packed_linears(model, batch, packed):  # a few rows per product: see textgym.algos.torch.packed
         # A GRPO group repeats one prompt: run each distinct prompt once, then copy its cache per row.
         out = model(input_ids=ids[:, width - new:], attention_mask=mask, position_ids=positions[:, width - new:], cache=cache,
                     use_cache=True, logits_to_keep=last_position(new, device))

@@ -95,6 +95,27 @@ def test_packed_linears_match_the_plain_layers_and_are_put_back_after_an_error(m
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
+def test_packed_weights_are_kept_across_calls_until_a_weight_changes(model_dir):
+    policy = load_policy(model_dir)
+    rows = prompts()
+
+    def packed_now():
+        stamp = tuple((p.data_ptr(), p._version) for p in policy.model.parameters())
+        return list(policy._packed.get(policy.model, len(rows), stamp).values())
+
+    first = policy.generate(rows, 6, temperature=1.0, seed=5, eos_ids=())
+    kept = packed_now()
+    again = policy.generate(rows, 6, temperature=1.0, seed=5, eos_ids=())
+    assert len(kept) == 15 and all(a is b for a, b in zip(packed_now(), kept, strict=True))  # no packing the second time
+    np.testing.assert_array_equal(np.stack(again[0]), np.stack(first[0]))
+    with torch.no_grad():
+        next(policy.model.parameters()).mul_(2.0)  # an optimiser step: the version counter moves
+    moved = policy.generate(rows, 6, temperature=1.0, seed=5, eos_ids=())
+    want = TorchLanguageModel(copy.deepcopy(policy.model), None).generate(rows, 6, temperature=1.0, seed=5, eos_ids=())
+    np.testing.assert_array_equal(np.stack(moved[0]), np.stack(want[0]))
+    np.testing.assert_allclose(np.stack(moved[1]), np.stack(want[1]), atol=1e-6)
+
+
 def test_torch_bf16_sampler_stays_close_and_leaves_the_weights_float32(model_dir):
     policy = load_policy(model_dir, sampler_dtype="bfloat16")
     rows = prompts()
