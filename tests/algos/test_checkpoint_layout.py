@@ -67,6 +67,7 @@ def probe_logprobs(learner) -> np.ndarray:
     return np.asarray(learner.policy.logprobs(PROBE.input_ids, PROBE.attention_mask)) * PROBE.loss_mask
 
 
+@pytest.mark.slow  # 14-25 s on 2 cores (measured with --durations); runs with -m slow
 def test_both_backends_key_the_optimiser_state_by_parameter_name(model_dir, tmp_path):
     files = {}
     for name in BACKENDS:

@@ -62,7 +62,7 @@ def assert_same(got, want) -> None:
             np.testing.assert_allclose(lps, want_lps, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("backend", ["torch", "jax"])
+@pytest.mark.parametrize("backend", ["torch", pytest.param("jax", marks=pytest.mark.slow)])  # jax: ~23 s of compiling
 def test_reuse_samples_what_a_full_prefill_samples(model_dir, backend):
     policy = load(backend, model_dir)
     got = play(policy, waves=2)

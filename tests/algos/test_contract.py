@@ -130,6 +130,7 @@ def test_a_mismatched_checkpoint_raises_checkpoint_mismatch(model_dir, tmp_path,
         backend.Learner(backend.load_policy(model_dir), CONFIG).restore(tmp_path / "no_ref")
 
 
+@pytest.mark.slow  # 14-25 s on 2 cores (measured with --durations); runs with -m slow
 def test_uneven_micro_batches_empty_batches_and_rollout_correction_agree(model_dir):
     cfg = GRPOConfig(group_size=4, micro_batch_size=3, lr=1e-2, max_length=64, rollout_correction="tis")
     batch = pack(rollouts(5), GRPOConfig(group_size=4, micro_batch_size=8, max_length=64), pad_id=0)  # 8 rows: not a multiple of 3

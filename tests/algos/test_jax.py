@@ -357,6 +357,7 @@ def test_train_step_matches_the_reference_and_moves_every_parameter(tiny):
     assert np.abs(after - lp).max() > 1e-4
 
 
+@pytest.mark.slow  # 14-25 s on 2 cores (measured with --durations); runs with -m slow
 def test_gradient_accumulation_does_not_change_the_update(tiny):
     rollouts = rollouts_from(load_policy(tiny), 1)
     results = []
@@ -394,6 +395,7 @@ def test_save_restore_resumes_exactly_and_exports(tiny, tmp_path):
     np.testing.assert_allclose(hf_logprobs(model, ids, mask), resumed.policy.logprobs(ids, mask), atol=1e-4)
 
 
+@pytest.mark.slow  # 14-25 s on 2 cores (measured with --durations); runs with -m slow
 def test_bfloat16_compute_and_multiple_iterations(tiny):
     policy = load_policy(tiny)
     cfg = GRPOConfig(group_size=4, micro_batch_size=8, lr=5e-2, max_length=32, compute_dtype="bfloat16", num_iterations=3)
