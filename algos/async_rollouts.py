@@ -95,9 +95,13 @@ class AheadSampler:
                 raise RuntimeError(f"the background sampler failed at step {step + 1}: {self.error}") from self.error
             rollouts, seconds, version = self.ready.pop(step)
         staleness = step - version
-        return rollouts, {"time/rollout_s": seconds, "async/wait_s": time.perf_counter() - t0,
-                          "async/staleness_mean": float(staleness), "async/staleness_max": float(staleness),
-                          "async/policy_version": float(version)}
+        return rollouts, {
+            "time/rollout_s": seconds,
+            "async/wait_s": time.perf_counter() - t0,
+            "async/staleness_mean": float(staleness),
+            "async/staleness_max": float(staleness),
+            "async/policy_version": float(version),
+        }
 
     def publish(self, version: int, policy: Any) -> None:
         """The learner's weights after ``version`` steps, for the steps that sample from them."""

@@ -33,21 +33,30 @@ VectorMode = Literal["sync", "async", "ray"]
 
 # Fields that SFTConfig and TrainConfig share mean the same thing: one text each.
 _BACKEND = "``jax`` or ``torch``; nothing else depends on it."
-_MODEL = ("A Hugging Face model directory, a ``.gguf`` file (converted once, cached) or a preset: ``tiny`` "
-          "(created in ``output_dir``), ``smollm2-135m`` (see :mod:`textgym.algos.models`).")
-_PRESET = ("The named preset (:data:`textgym.algos.recipes.PRESETS`, e.g. ``sudoku-tiny``) this configuration "
-           "starts from; on the command line, the flags given go on top of it, and without ``--preset`` a "
-           "run starts from the preset made for its env and model, if there is one.")
-_TEMPLATE = ("``model``: the checkpoint's template; ``compact``: the tiny template without its system turn and "
-             "tool list (a tiny model learns the task from examples, not from instructions; prompts are ~15x "
-             "shorter); ``auto``: compact for ``tiny``, the model's own for others.")
-_TEMPLATE_BREAK = ("Where the chat template rewrites earlier turns (Qwen3's dropping of past ``<think>`` blocks): "
-                   "``raise`` a TemplateError, or ``new_sample``: split the episode there into training samples "
-                   "that share its advantage (see ``TokenObservation`` and docs/tokens.md).")
-_THREADS = ("Intra-op CPU threads of the backend (``None``: the framework's default); see "
-            ":func:`textgym.algos.backends.load_backend`.")
-_ORACLE_KWARGS = ("Keyword arguments of the env's ``oracle_action`` (``None``: none); Sudoku's ``{\"place\": 16}`` "
-                  "demonstrates ``place`` calls, not the grid.")
+_MODEL = (
+    "A Hugging Face model directory, a ``.gguf`` file (converted once, cached) or a preset: ``tiny`` "
+    "(created in ``output_dir``), ``smollm2-135m`` (see :mod:`textgym.algos.models`)."
+)
+_PRESET = (
+    "The named preset (:data:`textgym.algos.recipes.PRESETS`, e.g. ``sudoku-tiny``) this configuration "
+    "starts from; on the command line, the flags given go on top of it, and without ``--preset`` a "
+    "run starts from the preset made for its env and model, if there is one."
+)
+_TEMPLATE = (
+    "``model``: the checkpoint's template; ``compact``: the tiny template without its system turn and "
+    "tool list (a tiny model learns the task from examples, not from instructions; prompts are ~15x "
+    "shorter); ``auto``: compact for ``tiny``, the model's own for others."
+)
+_TEMPLATE_BREAK = (
+    "Where the chat template rewrites earlier turns (Qwen3's dropping of past ``<think>`` blocks): "
+    "``raise`` a TemplateError, or ``new_sample``: split the episode there into training samples "
+    "that share its advantage (see ``TokenObservation`` and docs/tokens.md)."
+)
+_THREADS = "Intra-op CPU threads of the backend (``None``: the framework's default); see :func:`textgym.algos.backends.load_backend`."
+_ORACLE_KWARGS = (
+    "Keyword arguments of the env's ``oracle_action`` (``None``: none); Sudoku's ``{\"place\": 16}`` "
+    "demonstrates ``place`` calls, not the grid."
+)
 _TRAINABLE = "Train only the top this many decoder layers (see ``GRPOConfig.trainable_layers``; ``None``: every parameter)."
 
 
@@ -68,27 +77,33 @@ class SFTConfig:
     model: str = option("tiny", _MODEL, **warm_start("model"))
     preset: str | None = option(None, _PRESET, **warm_start("preset"))
     output_dir: str | None = option(
-        None, "Where the run writes ``final/`` (a HF directory) and ``sft_metrics.jsonl`` (``None``: "
-        "``runs/<env>-sft-<backend>``).", **warm_start("sft_output_dir"))
+        None,
+        "Where the run writes ``final/`` (a HF directory) and ``sft_metrics.jsonl`` (``None``: ``runs/<env>-sft-<backend>``).",
+        **warm_start("sft_output_dir"),
+    )
     steps: int = option(100, "Optimiser steps.", **warm_start("sft_steps"))
     demos: int = option(
-        256, "Oracle episodes collected (task seeds from the run's seed tree, in ``[SFT_SEED_OFFSET, "
-        "EVAL_SEED_OFFSET)``), cycled through in a seeded order.", **warm_start("sft_demos"))
+        256,
+        "Oracle episodes collected (task seeds from the run's seed tree, in ``[SFT_SEED_OFFSET, "
+        "EVAL_SEED_OFFSET)``), cycled through in a seeded order.",
+        **warm_start("sft_demos"),
+    )
     oracle_kwargs: dict[str, Any] | None = option(None, _ORACLE_KWARGS, **warm_start("sft_oracle_kwargs"))
     batch_size: int = option(16, "Demonstration episodes per step.", **warm_start("sft_batch_size"))
-    lr: float = option(
-        1e-4, "Peak AdamW learning rate (linear warm-up over the first 10% of steps, cosine decay).", **warm_start("sft_lr"))
+    lr: float = option(1e-4, "Peak AdamW learning rate (linear warm-up over the first 10% of steps, cosine decay).", **warm_start("sft_lr"))
     max_length: int = option(1024, "Longest packed sequence in tokens.", **warm_start("grpo.max_length"))
-    micro_batch_size: int = option(
-        16, "Sequences per forward/backward (gradients accumulate).", **warm_start("grpo.micro_batch_size"))
+    micro_batch_size: int = option(16, "Sequences per forward/backward (gradients accumulate).", **warm_start("grpo.micro_batch_size"))
     trainable_layers: int | None = option(None, _TRAINABLE, **warm_start("grpo.trainable_layers"))
     lora_rank: int = option(
-        0, "Train LoRA adapters of this rank instead of the weights (see ``GRPOConfig.lora_rank``; 0: none); "
+        0,
+        "Train LoRA adapters of this rank instead of the weights (see ``GRPOConfig.lora_rank``; 0: none); "
         "``final/`` then holds the adapter and ``final/merged/`` the merged model a warm start continues from.",
-        **warm_start("grpo.lora_rank"))
+        **warm_start("grpo.lora_rank"),
+    )
     lora_alpha: float = option(16.0, "LoRA's scale numerator (see ``GRPOConfig.lora_alpha``).", **warm_start("grpo.lora_alpha"))
     lora_targets: tuple[str, ...] = option(
-        LORA_TARGETS, "Modules that get an adapter (see ``GRPOConfig.lora_targets``).", **warm_start("grpo.lora_targets"))
+        LORA_TARGETS, "Modules that get an adapter (see ``GRPOConfig.lora_targets``).", **warm_start("grpo.lora_targets")
+    )
     chat_template: Template = option("auto", _TEMPLATE, **warm_start("chat_template"))
     on_template_break: TemplateBreak = option("raise", _TEMPLATE_BREAK, **warm_start("on_template_break"))
     seed: int = option(0, "Seeds the tiny model's init, the demonstrations' tasks and their order.", **warm_start("seed"))
@@ -126,64 +141,75 @@ class TrainConfig:
     env: str | tuple[str, ...] = option(
         doc="Registered env id, or several (a tuple; ``--env A --env B``) to train on a mixture: each step's "
         "prompts are shared among them by ``env_weights``, and the metrics, the curve and ``summary.json`` "
-        "report each env as well as the whole.")
+        "report each env as well as the whole."
+    )
     env_weights: tuple[float, ...] | None = option(
-        None, "Shares of each step's prompts per env of a mixture (``--env-weights 0.5,0.5``; normalised; "
-        "``None``: equal).")
+        None, "Shares of each step's prompts per env of a mixture (``--env-weights 0.5,0.5``; normalised; ``None``: equal)."
+    )
     env_kwargs: dict[str, Any] = option(
-        factory=dict, doc="Keyword arguments of ``gym.make``; for a mixture, an object keyed by env id gives each "
-        "env its own.")
+        factory=dict, doc="Keyword arguments of ``gym.make``; for a mixture, an object keyed by env id gives each env its own."
+    )
     env_url: tuple[str, ...] | None = option(
-        None, "Play the env on these ``textgym serve`` servers instead of in-process (``--env-url URL``, repeatable): "
+        None,
+        "Play the env on these ``textgym serve`` servers instead of in-process (``--env-url URL``, repeatable): "
         "sessions spread over them, and a server lost mid-run ends its episodes as ``env_error`` (not trained on) "
         "while the others go on. A warm start's demonstrations still run in-process (the oracle reads the env's "
-        "hidden state).")
+        "hidden state).",
+    )
     backend: Backend = option("torch", _BACKEND)
     model: str = option("tiny", _MODEL)
     preset: str | None = option(None, _PRESET)
     output_dir: str | None = option(
-        None, "Run directory: checkpoints, ``metrics.jsonl``, ``curve.png``, ``summary.json`` (``None``: "
-        "``runs/<env>-<backend>``).")
+        None, "Run directory: checkpoints, ``metrics.jsonl``, ``curve.png``, ``summary.json`` (``None``: ``runs/<env>-<backend>``)."
+    )
     steps: int = option(100, "GRPO steps.")
     prompts_per_step: int = option(8, "Task seeds per step; each is played ``grpo.group_size`` times.")
     num_envs: int = option(64, "Vector env width (at most the episodes per step).")
     vectorization_mode: VectorMode = option(
-        "sync", "``sync`` or ``async`` sub-envs, or ``ray``: sub-envs in Ray actors of the cluster that ``RAY_ADDRESS`` "
-        "names (``auto``: the one started on this machine with ``ray start``), else of a local Ray.")
+        "sync",
+        "``sync`` or ``async`` sub-envs, or ``ray``: sub-envs in Ray actors of the cluster that ``RAY_ADDRESS`` "
+        "names (``auto``: the one started on this machine with ``ray start``), else of a local Ray.",
+    )
     chat_template: Template = option("auto", _TEMPLATE)
     on_template_break: TemplateBreak = option("raise", _TEMPLATE_BREAK)
-    eval_episodes: int = option(
-        128, "Held-out episodes (task seeds from ``EVAL_SEED_OFFSET``, whatever ``seed`` is) per evaluation.")
+    eval_episodes: int = option(128, "Held-out episodes (task seeds from ``EVAL_SEED_OFFSET``, whatever ``seed`` is) per evaluation.")
     eval_every: int = option(10, "Evaluate every this many steps (and before the first and after the last).")
     eval_temperature: float = option(0.0, "Sampling temperature of evaluation; 0 is greedy.")
     save_every: int = option(10, "Checkpoint every this many steps (and at the end, and on Ctrl-C).")
     log_rollouts_every: int = option(
-        10, "Write the rollouts of every this many steps (and of the first) to ``rollouts/step_XXXXXX.jsonl`` "
+        10,
+        "Write the rollouts of every this many steps (and of the first) to ``rollouts/step_XXXXXX.jsonl`` "
         "for ``textgym view``, with each episode's ``step`` and ``advantage``; 0 writes none. The default "
-        "keeps the README run's view under 20 MB.")
+        "keeps the README run's view under 20 MB.",
+    )
     stop_after: int | None = option(
-        None, "Stop (with a checkpoint) after this many steps of *this invocation*; the next invocation "
-        "resumes. For time-sliced jobs and for testing resumption.")
+        None,
+        "Stop (with a checkpoint) after this many steps of *this invocation*; the next invocation "
+        "resumes. For time-sliced jobs and for testing resumption.",
+    )
     resume: bool = option(True, "Continue from ``output_dir``'s latest checkpoint when there is one.")
     sft_steps: int = option(0, "Optimiser steps of the SFT warm start before GRPO (0: none).")
     sft_env_kwargs: dict[str, Any] | None = option(
-        None, "``gym.make`` keyword arguments of the warm start's demonstrations (``None``: ``env_kwargs``), "
-        "e.g. easier tasks than GRPO's for a curriculum.")
+        None,
+        "``gym.make`` keyword arguments of the warm start's demonstrations (``None``: ``env_kwargs``), "
+        "e.g. easier tasks than GRPO's for a curriculum.",
+    )
     sft_demos: int = option(256, "Oracle demonstrations for the warm start.")
     sft_lr: float | None = option(None, "Learning rate of the warm start (``None``: ``10 * grpo.lr``).")
     sft_batch_size: int = option(16, "Demonstration episodes per step of the warm start.")
     sft_oracle_kwargs: dict[str, Any] | None = option(None, _ORACLE_KWARGS)
     seed: int = option(
-        0, "Root of the run's seed tree: the tiny init, training tasks, demonstrations and sampling (copied "
-        "into ``grpo.seed``).")
+        0, "Root of the run's seed tree: the tiny init, training tasks, demonstrations and sampling (copied into ``grpo.seed``)."
+    )
     threads: int | None = option(None, _THREADS)
     mesh: str | None = option(
-        None, "The JAX learner's device mesh, ``\"data=N,fsdp=M\"`` (``None``: one device); see "
-        ":func:`textgym.algos.jax.make_mesh`. The torch backend scales with ``torchrun``.")
+        None,
+        'The JAX learner\'s device mesh, ``"data=N,fsdp=M"`` (``None``: one device); see '
+        ":func:`textgym.algos.jax.make_mesh`. The torch backend scales with ``torchrun``.",
+    )
     plot: bool = option(True, "Write ``curve.png`` (needs matplotlib).")
     progress: bool = option(True, "Show rich progress bars.")
-    grpo: GRPOConfig = option(
-        factory=GRPOConfig, doc="The GRPO objective and optimiser (see :class:`~textgym.algos.grpo.GRPOConfig`).")
+    grpo: GRPOConfig = option(factory=GRPOConfig, doc="The GRPO objective and optimiser (see :class:`~textgym.algos.grpo.GRPOConfig`).")
 
     def __post_init__(self) -> None:
         if not isinstance(self.env, str):
@@ -200,8 +226,18 @@ class TrainConfig:
             if not self.env_url or len(self.envs) > 1:
                 raise ValueError("env_url serves one env: give one --env and one or more --env-url")
         check_choices(self)
-        _check_positive(self, "steps", "prompts_per_step", "num_envs", "eval_episodes", "eval_every", "save_every",
-                        "stop_after", "threads", "sft_batch_size")
+        _check_positive(
+            self,
+            "steps",
+            "prompts_per_step",
+            "num_envs",
+            "eval_episodes",
+            "eval_every",
+            "save_every",
+            "stop_after",
+            "threads",
+            "sft_batch_size",
+        )
         if self.log_rollouts_every < 0 or self.sft_steps < 0:
             raise ValueError(f"log_rollouts_every and sft_steps must be >= 0, got {self.log_rollouts_every}, {self.sft_steps}")
         if self.mesh is not None:
@@ -252,8 +288,7 @@ class TrainConfig:
         """The warm start's config: each :class:`SFTConfig` field from the ``TrainConfig`` attribute its
         ``warm_start`` metadata names in the resolved config (the others keep their defaults)."""
         source = self.resolved()
-        values = {f.name: _attribute(source, f.metadata["warm_start"]) for f in dataclasses.fields(SFTConfig)
-                  if "warm_start" in f.metadata}
+        values = {f.name: _attribute(source, f.metadata["warm_start"]) for f in dataclasses.fields(SFTConfig) if "warm_start" in f.metadata}
         return SFTConfig(**values)
 
 

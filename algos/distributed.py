@@ -39,8 +39,7 @@ def launched_world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def init(backend: str, *, coordinator: str | None = None, num_processes: int | None = None,
-         process_id: int | None = None) -> None:
+def init(backend: str, *, coordinator: str | None = None, num_processes: int | None = None, process_id: int | None = None) -> None:
     """Join the processes of a launched run; a run that was not launched as several is left alone.
 
     Torch (``torchrun`` sets ``WORLD_SIZE``, ``RANK``, ...): gloo on a CPU, NCCL on GPUs (each rank
@@ -60,8 +59,10 @@ def init(backend: str, *, coordinator: str | None = None, num_processes: int | N
     if launched_world_size() <= 1:
         return
     if backend != "torch":
-        raise TextGymError(f"this process was launched as one of {launched_world_size()} torch ranks, but the backend is "
-                           f"{backend!r}; run the JAX backend with --nproc, or with --coordinator/--num-processes/--process-id")
+        raise TextGymError(
+            f"this process was launched as one of {launched_world_size()} torch ranks, but the backend is "
+            f"{backend!r}; run the JAX backend with --nproc, or with --coordinator/--num-processes/--process-id"
+        )
     import torch
     import torch.distributed as dist
 
@@ -107,8 +108,12 @@ def _launched_as_jax_processes() -> bool:
     """Whether a cluster launcher started this process as one of several, in a way that
     ``jax.distributed.initialize()`` detects by itself (Slurm, Open MPI, TPU pods) or was told."""
     env = os.environ
-    return (bool(env.get("JAX_COORDINATOR_ADDRESS")) or int(env.get("SLURM_NTASKS", "1")) > 1
-            or int(env.get("OMPI_COMM_WORLD_SIZE", "1")) > 1 or "," in env.get("TPU_WORKER_HOSTNAMES", ""))
+    return (
+        bool(env.get("JAX_COORDINATOR_ADDRESS"))
+        or int(env.get("SLURM_NTASKS", "1")) > 1
+        or int(env.get("OMPI_COMM_WORLD_SIZE", "1")) > 1
+        or "," in env.get("TPU_WORKER_HOSTNAMES", "")
+    )
 
 
 def _wait_for(address: str, seconds: float) -> None:
@@ -123,8 +128,7 @@ def _wait_for(address: str, seconds: float) -> None:
             return
         except OSError as exc:
             if time.monotonic() > deadline:
-                raise TextGymError(f"cannot reach the JAX coordinator at {address} after {seconds:.0f} s: "
-                                   f"{exc.strerror or exc}") from None
+                raise TextGymError(f"cannot reach the JAX coordinator at {address} after {seconds:.0f} s: {exc.strerror or exc}") from None
             time.sleep(0.5)
 
 
@@ -222,8 +226,7 @@ def my_block(n: int, what: str = "prompts_per_step") -> range:
     """
     world = world_size()
     if n % world:
-        raise ValueError(f"{what} ({n}) must be a multiple of the number of processes ({world}): "
-                         "each process plays whole GRPO groups")
+        raise ValueError(f"{what} ({n}) must be a multiple of the number of processes ({world}): each process plays whole GRPO groups")
     share = n // world
     return range(rank() * share, (rank() + 1) * share)
 

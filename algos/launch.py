@@ -23,12 +23,18 @@ from collections.abc import Sequence
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``--nproc`` option (a launcher's, not the run configuration's)."""
     group = parser.add_argument_group("processes (docs/scaling.md)")
-    group.add_argument("--nproc", type=int, default=1, metavar="N",
-                       help="run as N local processes: torch launches 'torchrun --standalone --nproc-per-node N' "
-                            "(gloo on CPUs, NCCL on GPUs), JAX N processes of one jax.distributed mesh; each "
-                            "process plays its share of every step's groups")
-    group.add_argument("--coordinator", default=None, metavar="HOST:PORT",
-                       help="JAX: the address of process 0, which every process of the run is given")
+    group.add_argument(
+        "--nproc",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run as N local processes: torch launches 'torchrun --standalone --nproc-per-node N' "
+        "(gloo on CPUs, NCCL on GPUs), JAX N processes of one jax.distributed mesh; each "
+        "process plays its share of every step's groups",
+    )
+    group.add_argument(
+        "--coordinator", default=None, metavar="HOST:PORT", help="JAX: the address of process 0, which every process of the run is given"
+    )
     group.add_argument("--num-processes", type=int, default=None, metavar="N", help="JAX: the processes of the run")
     group.add_argument("--process-id", type=int, default=None, metavar="I", help="JAX: this process's index, 0 to N-1")
 
@@ -76,8 +82,7 @@ def entry() -> list[str]:
 
 def torchrun_command(nproc: int, argv: Sequence[str]) -> list[str]:
     """The ``torchrun`` command line that runs ``textgym <argv>`` as ``nproc`` local ranks."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-            *entry(), *without_nproc(argv)]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", *entry(), *without_nproc(argv)]
 
 
 def run_torchrun(nproc: int, argv: Sequence[str]) -> int:
@@ -93,8 +98,7 @@ def run_jax_processes(nproc: int, argv: Sequence[str]) -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    base = [sys.executable, *entry(), *without_nproc(argv), "--coordinator", f"127.0.0.1:{port}",
-            "--num-processes", str(nproc)]
+    base = [sys.executable, *entry(), *without_nproc(argv), "--coordinator", f"127.0.0.1:{port}", "--num-processes", str(nproc)]
     env = dict(os.environ)
     env.setdefault("JAX_PLATFORMS", "cpu")  # one CPU device per process; GPUs: give each process its own (docs/scaling.md)
     procs = [subprocess.Popen([*base, "--process-id", str(i)], env=env) for i in range(nproc)]

@@ -14,7 +14,10 @@ from typing import Any
 from textgym.error import require
 
 CONTRACT: Mapping[str, str] = {
-    "Learner": "learner", "grpo_loss": "loss", "load_policy": "policy", "make_schedule": "learner",
+    "Learner": "learner",
+    "grpo_loss": "loss",
+    "load_policy": "policy",
+    "make_schedule": "learner",
 }
 """The names both backends export (their ``__all__``) -> the submodule that defines each, the same
 file in both backends; each backend also keeps its own extras importable."""

@@ -66,8 +66,12 @@ def check_safetensors(path: Path) -> None:
         if name == "__metadata__":
             continue
         offsets = info.get("data_offsets") if isinstance(info, dict) else None
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
-                and 0 <= offsets[0] <= offsets[1] <= data):
+        if not (
+            isinstance(offsets, list)
+            and len(offsets) == 2
+            and all(type(o) is int for o in offsets)
+            and 0 <= offsets[0] <= offsets[1] <= data
+        ):
             raise ModelFileError(f"{path}: truncated or corrupt (tensor {name!r} lies outside the file's {data} data bytes)")
 
 

@@ -87,8 +87,7 @@ def resolve(model: str | os.PathLike, workdir: str | os.PathLike | None = None, 
         check_model_dir(path)
         return path
     raise FileNotFoundError(
-        f"--model must be a Hugging Face model directory (with config.json), a .gguf file or one of "
-        f"{', '.join(PRESETS)}; got {text!r}"
+        f"--model must be a Hugging Face model directory (with config.json), a .gguf file or one of {', '.join(PRESETS)}; got {text!r}"
     )
 
 

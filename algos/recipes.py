@@ -151,8 +151,7 @@ def train_config(run: Mapping[str, Any], grpo: Mapping[str, Any] | None = None) 
     start = _start(run, TrainConfig)
     config = start.replace(**run) if start is not None else TrainConfig(**run)
     if "env_kwargs" not in run and len(config.envs) > 1 and (start is None or start.env != config.env):
-        config = config.replace(env_kwargs={env: dict(p.env_kwargs) if (p := preset_for(env, config.model)) else {}
-                                            for env in config.envs})
+        config = config.replace(env_kwargs={env: dict(p.env_kwargs) if (p := preset_for(env, config.model)) else {} for env in config.envs})
     if grpo:
         config = config.replace(grpo=dataclasses.replace(config.grpo, **grpo))
     return config.resolved()

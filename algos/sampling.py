@@ -45,8 +45,9 @@ def evaluate(
     """
     from textgym.rollout import collect
 
-    actor = TreeSampler(policy, SeedTree(seed), "eval_sampler", step, row=row, max_new_tokens=max_new_tokens,
-                        temperature=temperature, top_p=top_p)
+    actor = TreeSampler(
+        policy, SeedTree(seed), "eval_sampler", step, row=row, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p
+    )
     rollouts = collect(venv, actor, seeds=list(seeds), group_size=1)
     return {
         "eval/success": float(np.mean([r.success for r in rollouts])),

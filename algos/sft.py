@@ -118,16 +118,28 @@ def sft(config: SFTConfig) -> Path:
     tokenizer = models.load_tokenizer(model_dir)
     tree = SeedTree(config.seed)
     seeds = tree.demo_seeds(config.demos)
-    demos = demonstrations(config.env, config.env_kwargs, tokenizer, template, seeds, config.num_envs, config.oracle_kwargs,
-                           config.on_template_break)
+    demos = demonstrations(
+        config.env, config.env_kwargs, tokenizer, template, seeds, config.num_envs, config.oracle_kwargs, config.on_template_break
+    )
     solved = float(np.mean([r.success for r in demos]))
     if solved == 0:
         raise RuntimeError(f"the oracle of {config.env} solved none of {len(seeds)} demonstration tasks")
     grpo = GRPOConfig(
-        group_size=1, lr=config.lr, lr_schedule="cosine", warmup_steps=max(1, config.steps // 10), total_steps=config.steps,
-        max_length=config.max_length, micro_batch_size=min(config.micro_batch_size, config.batch_size), max_grad_norm=1.0,
-        advantage_scaling="none", trainable_layers=config.trainable_layers, seed=config.seed,
-        lora_rank=config.lora_rank, lora_alpha=config.lora_alpha, lora_targets=config.lora_targets, lora_merge=bool(config.lora_rank),
+        group_size=1,
+        lr=config.lr,
+        lr_schedule="cosine",
+        warmup_steps=max(1, config.steps // 10),
+        total_steps=config.steps,
+        max_length=config.max_length,
+        micro_batch_size=min(config.micro_batch_size, config.batch_size),
+        max_grad_norm=1.0,
+        advantage_scaling="none",
+        trainable_layers=config.trainable_layers,
+        seed=config.seed,
+        lora_rank=config.lora_rank,
+        lora_alpha=config.lora_alpha,
+        lora_targets=config.lora_targets,
+        lora_merge=bool(config.lora_rank),
     )
     learner = backend.Learner(policy, grpo)
     order = tree.rng("sft_order").permutation(len(demos))

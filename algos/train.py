@@ -114,16 +114,35 @@ def train(config: TrainConfig) -> dict[str, Any]:
     held_out = eval_seeds(config.eval_episodes)[rank::world]
 
     def venvs(width: int) -> dict[str, Any]:
-        return {env: token_envs.token_venv(*_env_source(config, env), tokenizer, template, min(config.num_envs, width),
-                                           config.vectorization_mode, config.on_template_break)
-                for env in config.envs}
+        return {
+            env: token_envs.token_venv(
+                *_env_source(config, env),
+                tokenizer,
+                template,
+                min(config.num_envs, width),
+                config.vectorization_mode,
+                config.on_template_break,
+            )
+            for env in config.envs
+        }
 
     train_venvs, eval_venvs = venvs(episodes), venvs(max(1, len(held_out)))
 
     def evaluate(at: int) -> dict[str, float]:
-        results = [_evaluate_shares(policy, venv, held_out, max_new_tokens=grpo.max_new_tokens, temperature=config.eval_temperature,
-                                    seed=grpo.seed, top_p=grpo.top_p, step=at, row=i)
-                   for i, venv in enumerate(eval_venvs.values())]
+        results = [
+            _evaluate_shares(
+                policy,
+                venv,
+                held_out,
+                max_new_tokens=grpo.max_new_tokens,
+                temperature=config.eval_temperature,
+                seed=grpo.seed,
+                top_p=grpo.top_p,
+                step=at,
+                row=i,
+            )
+            for i, venv in enumerate(eval_venvs.values())
+        ]
         return _per_env(config, results, "eval/")
 
     ahead = None  # the background sampler of asynchronous GRPO (max_off_policy_steps > 0)
@@ -132,8 +151,9 @@ def train(config: TrainConfig) -> dict[str, Any]:
             log.write(keep_best(learner, out, {"step": 0} | evaluate(0), log.records))
         stop = config.steps if config.stop_after is None else min(config.steps, step + config.stop_after)
         saved = step
-        ahead = async_rollouts.start(grpo.max_off_policy_steps, lambda sampler, at: collect_step(config, sampler, train_venvs, at),
-                                     policy, step, stop)
+        ahead = async_rollouts.start(
+            grpo.max_off_policy_steps, lambda sampler, at: collect_step(config, sampler, train_venvs, at), policy, step, stop
+        )
         with progress_bar(f"GRPO ({config.backend})", total=config.steps, completed=step, enabled=config.progress) as bar:
             try:
                 while step < stop:
@@ -227,8 +247,14 @@ def _per_env(config: TrainConfig, results: list[dict[str, float]], prefix: str) 
     return merged
 
 
-def grpo_step(config: TrainConfig, policy: Any, learner: Any, venvs: dict[str, Any], step: int,
-              collected: tuple[list[Any], dict[str, float]] | None = None) -> dict[str, Any]:
+def grpo_step(
+    config: TrainConfig,
+    policy: Any,
+    learner: Any,
+    venvs: dict[str, Any],
+    step: int,
+    collected: tuple[list[Any], dict[str, float]] | None = None,
+) -> dict[str, Any]:
     """Collect step ``step``'s groups with the current policy and update on them once.
 
     ``collected``: the step's rollouts and their metrics when a background sampler
@@ -249,17 +275,26 @@ def grpo_step(config: TrainConfig, policy: Any, learner: Any, venvs: dict[str, A
     by_env = [[r for r in rollouts if r.env_id == env] for env in venvs]
     record = {"step": step + 1} | _train_stats(rollouts)
     if len(venvs) > 1:
-        record |= {f"train/{_env_name(env)}/{k.removeprefix('train/')}": v for env, rs in zip(venvs, by_env) if rs
-                   for k, v in _train_stats(rs).items() if k in ("train/reward", "train/success")}
-    return record | {
-        "time/rollout_s": t1 - t0,
-        "time/update_s": t2 - t1,
-        "train/skipped_update": float(not signal),
-        "train/env_errors": sum(r.end_reason == "env_error" for r in rollouts),
-        "stats/zero_std_groups": float(zero_std),
-        **end_fractions(rollouts),
-        **metrics,
-    } | ahead
+        record |= {
+            f"train/{_env_name(env)}/{k.removeprefix('train/')}": v
+            for env, rs in zip(venvs, by_env)
+            if rs
+            for k, v in _train_stats(rs).items()
+            if k in ("train/reward", "train/success")
+        }
+    return (
+        record
+        | {
+            "time/rollout_s": t1 - t0,
+            "time/update_s": t2 - t1,
+            "train/skipped_update": float(not signal),
+            "train/env_errors": sum(r.end_reason == "env_error" for r in rollouts),
+            "stats/zero_std_groups": float(zero_std),
+            **end_fractions(rollouts),
+            **metrics,
+        }
+        | ahead
+    )
 
 
 def collect_step(config: TrainConfig, policy: Any, venvs: dict[str, Any], step: int) -> list[Any]:
@@ -279,8 +314,16 @@ def collect_step(config: TrainConfig, policy: Any, venvs: dict[str, Any], step: 
         first += share
         if not groups:
             continue
-        actor = sampling.TreeSampler(policy, tree, "train_sampler", step, row=row * world + rank,
-                                     max_new_tokens=grpo.max_new_tokens, temperature=grpo.temperature, top_p=grpo.top_p)
+        actor = sampling.TreeSampler(
+            policy,
+            tree,
+            "train_sampler",
+            step,
+            row=row * world + rank,
+            max_new_tokens=grpo.max_new_tokens,
+            temperature=grpo.temperature,
+            top_p=grpo.top_p,
+        )
         got = collect(venv, actor, seeds=[seeds[g] for g in groups], group_size=grpo.group_size, env_id=env)
         local += [dataclasses.replace(r, group=r.group + groups[0]) for r in got]
     return distributed.gather(local)  # every group of the step, in order, on every process
@@ -385,8 +428,10 @@ def check_world_size(checkpoint: Path, world: int) -> None:
     """
     saved = read_json(checkpoint / RUN_STATE).get("world_size", 1)
     if saved != world:
-        raise ValueError(f"{checkpoint} was written by a run of {saved} process{'es' if saved != 1 else ''}, this one has "
-                         f"{world}: resume with --nproc {saved}, or start a new run (--no-resume or another --output-dir)")
+        raise ValueError(
+            f"{checkpoint} was written by a run of {saved} process{'es' if saved != 1 else ''}, this one has "
+            f"{world}: resume with --nproc {saved}, or start a new run (--no-resume or another --output-dir)"
+        )
 
 
 def _evaluate_shares(policy: Any, venv: Any, seeds: list[int], **kwargs: Any) -> dict[str, float]:
@@ -469,7 +514,9 @@ def _summary_line(record: dict[str, Any]) -> str:
 
 
 def _evaluation(record: dict[str, Any], prefix: str = "eval/") -> dict[str, Any]:
-    return {k.removeprefix(prefix): v for k, v in record.items() if k.startswith(prefix) and "/" not in k.removeprefix(prefix)} | {"step": record["step"]}
+    return {k.removeprefix(prefix): v for k, v in record.items() if k.startswith(prefix) and "/" not in k.removeprefix(prefix)} | {
+        "step": record["step"]
+    }
 
 
 def _summary(config: TrainConfig, out: Path, records: list[dict[str, Any]], step: int, seconds: float) -> dict[str, Any]:
@@ -488,8 +535,13 @@ def _summary(config: TrainConfig, out: Path, records: list[dict[str, Any]], step
         "minutes": round(seconds / 60, 2),
     }
     if len(config.envs) > 1 and evals:
-        summary["envs"] = {_env_name(env): {"before": _evaluation(evals[0], f"eval/{_env_name(env)}/"),
-                                             "after": _evaluation(evals[-1], f"eval/{_env_name(env)}/")} for env in config.envs}
+        summary["envs"] = {
+            _env_name(env): {
+                "before": _evaluation(evals[0], f"eval/{_env_name(env)}/"),
+                "after": _evaluation(evals[-1], f"eval/{_env_name(env)}/"),
+            }
+            for env in config.envs
+        }
     return summary
 
 
@@ -532,8 +584,10 @@ def run_train(args: argparse.Namespace) -> int:
 def _check_world_size(config: TrainConfig, nproc: int) -> None:
     """What every one of ``nproc`` processes would refuse, said once before they start."""
     if config.prompts_per_step % nproc:
-        raise ValueError(f"prompts_per_step ({config.prompts_per_step}) must be a multiple of the number of processes "
-                         f"({nproc}): each process plays whole GRPO groups")
+        raise ValueError(
+            f"prompts_per_step ({config.prompts_per_step}) must be a multiple of the number of processes "
+            f"({nproc}): each process plays whole GRPO groups"
+        )
     checkpoint, _ = resumable_checkpoint(Path(config.resolved().output_dir)) if config.resume else (None, 0)
     if checkpoint is not None:
         check_world_size(checkpoint, nproc)
@@ -578,8 +632,9 @@ def run_sft(args: argparse.Namespace) -> int:
 
 
 def _add_print_config(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--print-config", action="store_true",
-                        help="print the run's resolved configuration as JSON and exit without running it")
+    parser.add_argument(
+        "--print-config", action="store_true", help="print the run's resolved configuration as JSON and exit without running it"
+    )
     parser.epilog = f"presets (--preset NAME, alone or with other flags on top): {', '.join(recipes.PRESETS)}"
 
 

@@ -21,20 +21,56 @@ from pathlib import Path
 
 def run(env: str, k: int, seed: int, args: argparse.Namespace, workdir: Path) -> dict:
     out = workdir / f"{env.split('/')[-1]}-k{k}-s{seed}"
-    command = [str(Path(sys.executable).parent / "textgym"), "train", "--env", env, "--backend", args.backend, "--model", args.model,
-               "--steps", str(args.steps), "--prompts-per-step", str(args.prompts), "--group-size", str(args.group_size),
-               "--max-new-tokens", str(args.max_new_tokens), "--eval-every", str(args.steps), "--eval-episodes",
-               str(args.eval_episodes), "--sft-steps", "0", "--seed", str(seed), "--max-off-policy-steps", str(k),
-               "--log-rollouts-every", "0", "--no-plot", "--no-progress", "--output-dir", str(out)]
+    command = [
+        str(Path(sys.executable).parent / "textgym"),
+        "train",
+        "--env",
+        env,
+        "--backend",
+        args.backend,
+        "--model",
+        args.model,
+        "--steps",
+        str(args.steps),
+        "--prompts-per-step",
+        str(args.prompts),
+        "--group-size",
+        str(args.group_size),
+        "--max-new-tokens",
+        str(args.max_new_tokens),
+        "--eval-every",
+        str(args.steps),
+        "--eval-episodes",
+        str(args.eval_episodes),
+        "--sft-steps",
+        "0",
+        "--seed",
+        str(seed),
+        "--max-off-policy-steps",
+        str(k),
+        "--log-rollouts-every",
+        "0",
+        "--no-plot",
+        "--no-progress",
+        "--output-dir",
+        str(out),
+    ]
     if args.env_kwargs:
         command += ["--env-kwargs", args.env_kwargs]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     summary = json.loads((out / "summary.json").read_text())
     records = [json.loads(line) for line in (out / "metrics.jsonl").open()]
     waits = [r["async/wait_s"] for r in records if "async/wait_s" in r]
-    return {"env": env, "k": k, "seed": seed, "minutes": summary["minutes"], "success_before": summary["before"]["success"],
-            "success_after": summary["after"]["success"], "learner_wait_s": round(sum(waits), 1) if waits else None,
-            "load": os.getloadavg()[0]}
+    return {
+        "env": env,
+        "k": k,
+        "seed": seed,
+        "minutes": summary["minutes"],
+        "success_before": summary["before"]["success"],
+        "success_after": summary["after"]["success"],
+        "learner_wait_s": round(sum(waits), 1) if waits else None,
+        "load": os.getloadavg()[0],
+    }
 
 
 def main() -> None:

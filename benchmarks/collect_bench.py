@@ -99,14 +99,31 @@ def measure(env_id: str, mode: str, args: argparse.Namespace) -> dict:
             times.append(time.perf_counter() - t0)
     finally:
         run.close()
-    return {"env": env_id, "mode": mode, "episodes": args.episodes, "steps": steps,
-            "setup_s": setup, "median_s": statistics.median(times), "times_s": times}
+    return {
+        "env": env_id,
+        "mode": mode,
+        "episodes": args.episodes,
+        "steps": steps,
+        "setup_s": setup,
+        "median_s": statistics.median(times),
+        "times_s": times,
+    }
 
 
 def bench(env_id: str, args: argparse.Namespace) -> list[dict]:
     rows = []
-    common = ["--num-envs", str(args.num_envs), "--episodes", str(args.episodes), "--repeats", str(args.repeats),
-              "--ray-cpus", str(args.ray_cpus), "--ray-envs-per-actor", str(args.ray_envs_per_actor)]
+    common = [
+        "--num-envs",
+        str(args.num_envs),
+        "--episodes",
+        str(args.episodes),
+        "--repeats",
+        str(args.repeats),
+        "--ray-cpus",
+        str(args.ray_cpus),
+        "--ray-envs-per-actor",
+        str(args.ray_envs_per_actor),
+    ]
     for mode in args.modes:
         cmd = [sys.executable, __file__, "--one", env_id, mode, *common]
         try:
@@ -141,8 +158,10 @@ def usable(env_id: str) -> str | None:
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| env | mode | episodes | env steps | median s | steps/s | overhead µs/step vs bare | setup s |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| env | mode | episodes | env steps | median s | steps/s | overhead µs/step vs bare | setup s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         lines.append(
             f"| {r['env']} | {r['mode']} | {r['episodes']} | {r['steps']} | {r['median_s']:.3f} | "

@@ -62,7 +62,10 @@ ARGS = [
 ]
 REQUESTS = "".join(
     [json.dumps({"op": "open", "code": PROGRAM, "mode": "function"}) + "\n"]
-    + [json.dumps({"op": "call", "id": i, "kind": "function", "name": "has_close_elements", "args": a, "kwargs": {}}) + "\n" for i, a in enumerate(ARGS)]
+    + [
+        json.dumps({"op": "call", "id": i, "kind": "function", "name": "has_close_elements", "args": a, "kwargs": {}}) + "\n"
+        for i, a in enumerate(ARGS)
+    ]
 ).encode()
 
 

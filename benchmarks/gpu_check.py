@@ -73,12 +73,23 @@ def update_batch(args: argparse.Namespace, vocab: int, pad_id: int, config: Any)
     rollouts = []
     for i in range(args.update_seqs):
         mask = (np.arange(args.update_len) >= half).astype(np.int8)
-        rollouts.append(Rollout(
-            env_id="gpu_check", task_id=str(i // config.group_size), seed=i // config.group_size, messages=[],
-            reward=float(i % 2), success=bool(i % 2), turns=1, terminated=True, truncated=False,
-            token_ids=rng.integers(10, vocab, args.update_len).astype(np.int32), loss_mask=mask,
-            logprobs=np.where(mask > 0, -2.0, 0.0).astype(np.float32), group=i // config.group_size,
-        ))
+        rollouts.append(
+            Rollout(
+                env_id="gpu_check",
+                task_id=str(i // config.group_size),
+                seed=i // config.group_size,
+                messages=[],
+                reward=float(i % 2),
+                success=bool(i % 2),
+                turns=1,
+                terminated=True,
+                truncated=False,
+                token_ids=rng.integers(10, vocab, args.update_len).astype(np.int32),
+                loss_mask=mask,
+                logprobs=np.where(mask > 0, -2.0, 0.0).astype(np.float32),
+                group=i // config.group_size,
+            )
+        )
     return pack(rollouts, config, pad_id=pad_id)
 
 
@@ -104,8 +115,14 @@ def check_backend(name: str, path: Any, args: argparse.Namespace, params: int, p
 
     sample_s = timed(sample, args.repeats, sync)
     sampler = None  # the sampler's weights go before the learner's are loaded
-    config = GRPOConfig(group_size=2, micro_batch_size=args.update_micro_batch, max_length=args.update_len, lr=1e-6,
-                        compute_dtype="bfloat16" if args.dtype == "bfloat16" else "float32", loss_aggregation="token-mean")
+    config = GRPOConfig(
+        group_size=2,
+        micro_batch_size=args.update_micro_batch,
+        max_length=args.update_len,
+        lr=1e-6,
+        compute_dtype="bfloat16" if args.dtype == "bfloat16" else "float32",
+        loss_aggregation="token-mean",
+    )
     # torch keeps float32 master weights in the model it trains; the JAX learner keeps its own.
     policy = backend.load_policy(path, dtype="float32" if name == "torch" else args.dtype, **device)
     learner = backend.Learner(policy, config)
@@ -132,8 +149,14 @@ def check_transformers(path: Any, args: argparse.Namespace) -> dict[str, Any]:
 
     def sample() -> None:
         with torch.no_grad():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, max_new_tokens=args.new_tokens,
-                                 min_new_tokens=args.new_tokens, pad_token_id=model.config.pad_token_id)
+            out = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=True,
+                max_new_tokens=args.new_tokens,
+                min_new_tokens=args.new_tokens,
+                pad_token_id=model.config.pad_token_id,
+            )
         assert out.shape[1] == args.prompt_len + args.new_tokens
 
     seconds = timed(sample, args.repeats, sync)
@@ -165,11 +188,18 @@ def main() -> None:
     from safetensors import safe_open
 
     with safe_open(str(path / "model.safetensors"), "np") as fh:
-        params = sum(int(np.prod(fh.get_slice(k).get_shape())) for k in fh.keys() if k != "lm_head.weight" or not config.get("tie_word_embeddings"))  # noqa: SIM118 - safe_open is not iterable
+        names = fh.keys()  # safe_open is not iterable
+        params = sum(
+            int(np.prod(fh.get_slice(k).get_shape())) for k in names if k != "lm_head.weight" or not config.get("tie_word_embeddings")
+        )
     peak = matmul_rate(args.matmul_size, args.dtype, args.device, args.repeats)
     results: dict[str, Any] = {
-        "model": args.model, "parameters": params, "dtype": args.dtype, "device": args.device,
-        "matmul_tflops": peak / 1e12, "settings": {k: v for k, v in vars(args).items() if k not in ("out",)},
+        "model": args.model,
+        "parameters": params,
+        "dtype": args.dtype,
+        "device": args.device,
+        "matmul_tflops": peak / 1e12,
+        "settings": {k: v for k, v in vars(args).items() if k not in ("out",)},
     }
     if args.device.startswith("cuda"):
         import torch

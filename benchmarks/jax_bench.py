@@ -29,10 +29,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Qwen2.5-0.5B's shapes (hidden 896, 14 heads, 2 KV heads, 151,936 vocabulary, tied embeddings).
 SHAPES = {
-    "tiny": dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2),
-    "0.5b": dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                 num_key_value_heads=2, tie_word_embeddings=True),
+    "tiny": dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2),
+    "0.5b": dict(
+        vocab_size=151936,
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    ),
 }
 
 
@@ -107,8 +113,16 @@ def worker_hf_sample(args) -> dict:
 
     def run():
         with torch.inference_mode():
-            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=args.new, min_new_tokens=args.new,
-                                 do_sample=True, temperature=1.0, top_k=0, pad_token_id=0)
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=args.new,
+                min_new_tokens=args.new,
+                do_sample=True,
+                temperature=1.0,
+                top_k=0,
+                pad_token_id=0,
+            )
         assert out.shape[1] == width + args.new
 
     first, steady = timed(run, args.repeats)
@@ -127,10 +141,16 @@ def worker_jax_train(args) -> dict:
     loss_mask = np.ones((b, t), np.float32)
     loss_mask[:, : t // 4] = 0  # a quarter prompt, three quarters policy tokens
     batch = Batch(
-        input_ids=rng.integers(1, policy.config.vocab_size, (b, t)).astype(np.int32), attention_mask=np.ones((b, t), np.int32),
-        positions=np.tile(np.arange(t, dtype=np.int32), (b, 1)), loss_mask=loss_mask, old_logprobs=None,
-        advantages=rng.normal(size=b).astype(np.float32), loss_weights=loss_mask / loss_mask.sum(),
-        rewards=np.zeros(b, np.float32), num_sequences=b, token_count=int(loss_mask.sum()),
+        input_ids=rng.integers(1, policy.config.vocab_size, (b, t)).astype(np.int32),
+        attention_mask=np.ones((b, t), np.int32),
+        positions=np.tile(np.arange(t, dtype=np.int32), (b, 1)),
+        loss_mask=loss_mask,
+        old_logprobs=None,
+        advantages=rng.normal(size=b).astype(np.float32),
+        loss_weights=loss_mask / loss_mask.sum(),
+        rewards=np.zeros(b, np.float32),
+        num_sequences=b,
+        token_count=int(loss_mask.sum()),
     )
     learner = Learner(policy, GRPOConfig(micro_batch_size=args.micro, lr=1e-6, compute_dtype=args.dtype))
     first, steady = timed(lambda: learner.train_step(batch), args.repeats)
@@ -141,10 +161,30 @@ WORKERS = {"jax-sample": worker_jax_sample, "hf-sample": worker_hf_sample, "jax-
 
 
 def run_worker(kind: str, path: str, args) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--path", path, "--batch", str(args.batch),
-           "--prompt", str(args.prompt), "--new", str(args.new), "--repeats", str(args.repeats),
-           "--train-len", str(args.train_len), "--micro", str(args.micro), "--dtype", args.dtype,
-           "--threads", str(args.threads)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker",
+        kind,
+        "--path",
+        path,
+        "--batch",
+        str(args.batch),
+        "--prompt",
+        str(args.prompt),
+        "--new",
+        str(args.new),
+        "--repeats",
+        str(args.repeats),
+        "--train-len",
+        str(args.train_len),
+        "--micro",
+        str(args.micro),
+        "--dtype",
+        args.dtype,
+        "--threads",
+        str(args.threads),
+    ]
     # Both backends get the same number of intra-op threads (XLA's Eigen pool, torch's OpenMP pool).
     xla = "" if args.threads > 1 else "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
     env = os.environ | {"PYTHONPATH": REPO, "XLA_FLAGS": xla, "OMP_NUM_THREADS": str(args.threads)}
@@ -185,9 +225,11 @@ def main() -> None:
                 rows.append((label, kind, run_worker(kind, path, args)))
                 print(label, kind, rows[-1][2], file=sys.stderr)
 
-    print(f"\nbatch {args.batch}, prompts <= {args.prompt} tokens, {args.new} new tokens; train: {args.batch} x "
-          f"{args.train_len} tokens, micro-batch {args.micro}, {args.dtype}; {args.threads} thread(s); "
-          f"median of {args.repeats}\n")
+    print(
+        f"\nbatch {args.batch}, prompts <= {args.prompt} tokens, {args.new} new tokens; train: {args.batch} x "
+        f"{args.train_len} tokens, micro-batch {args.micro}, {args.dtype}; {args.threads} thread(s); "
+        f"median of {args.repeats}\n"
+    )
     print("| model | what | tokens/s | first call (s) | steady call (s) | peak RSS (MiB) |")
     print("|---|---|---:|---:|---:|---:|")
     for label, kind, r in rows:

@@ -31,8 +31,24 @@ def run(backend: str, seed: int, out: Path, extra: list[str], report: bool = Fal
     if report and not summary.is_file():
         return None
     if not summary.is_file():
-        command = [sys.executable, "-m", "textgym.cli", "train", "--env", "textgym/Sudoku-v0", "--backend", backend,
-                   "--model", "tiny", "--seed", str(seed), "--output-dir", str(directory), "--no-progress", *extra]
+        command = [
+            sys.executable,
+            "-m",
+            "textgym.cli",
+            "train",
+            "--env",
+            "textgym/Sudoku-v0",
+            "--backend",
+            backend,
+            "--model",
+            "tiny",
+            "--seed",
+            str(seed),
+            "--output-dir",
+            str(directory),
+            "--no-progress",
+            *extra,
+        ]
         print(" ".join(command), file=sys.stderr, flush=True)
         subprocess.run(command, check=True)
     return json.loads(summary.read_text(encoding="utf-8"))
@@ -51,14 +67,19 @@ def lowest_after(run_dir: Path, step: int) -> tuple[float, int]:
 
 
 def table(results: dict[tuple[str, int], dict]) -> str:
-    lines = ["| backend | seed | warm start | best evaluation (step) | after GRPO | gain (points) | lowest after step 50 (step) "
-             "| whole run (min) | goal |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| backend | seed | warm start | best evaluation (step) | after GRPO | gain (points) | lowest after step 50 (step) "
+        "| whole run (min) | goal |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for (backend, seed), s in results.items():
         before, after, best = 100 * s["before"]["success"], 100 * s["after"]["success"], 100 * s["best"]["success"]
         low, low_step = lowest_after(Path(s["output_dir"]), AFTER_STEP)
         met = after - before >= GAIN and best - after <= NEAR_BEST and low >= before
-        lines.append(f"| {backend} | {seed} | {before:.1f}% | {best:.1f}% ({s['best']['step']}) | {after:.1f}% | {after - before:+.1f} "
-                     f"| {low:.1f}% ({low_step}) | {s['minutes']:.1f} | {'met' if met else 'not met'} |")
+        lines.append(
+            f"| {backend} | {seed} | {before:.1f}% | {best:.1f}% ({s['best']['step']}) | {after:.1f}% | {after - before:+.1f} "
+            f"| {low:.1f}% ({low_step}) | {s['minutes']:.1f} | {'met' if met else 'not met'} |"
+        )
     for backend in dict.fromkeys(b for b, _ in results):
         gains = [100 * (s["after"]["success"] - s["before"]["success"]) for (b, _), s in results.items() if b == backend]
         minutes = [s["minutes"] for (b, _), s in results.items() if b == backend]

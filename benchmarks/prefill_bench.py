@@ -86,8 +86,9 @@ def replay(model: Any, rollouts: list) -> tuple[Timer, list]:
     for turn in range(max(r.turns for r in rollouts)):
         live = [r for r in rollouts if turn < r.turns]
         new = max(end - start for r in live for start, end in [r.turn_spans[turn]])
-        ids, lps = timer.generate(model, [r.token_ids[: r.turn_spans[turn][0]] for r in live], max_new_tokens=new,
-                                  temperature=1.0, seed=turn, eos_ids=())
+        ids, lps = timer.generate(
+            model, [r.token_ids[: r.turn_spans[turn][0]] for r in live], max_new_tokens=new, temperature=1.0, seed=turn, eos_ids=()
+        )
         samples += list(zip(ids, lps, strict=True))
         if model.contexts is not None:
             model.release([r.token_ids for r in live if turn + 1 == r.turns])
@@ -105,7 +106,9 @@ def once(model: Any, rollouts: list) -> Timer:
 def row(name: str, backend: str, mode: str, rollouts: list, timer: Timer, prefilled: int, yardstick: float) -> dict:
     n = len(rollouts)
     return {
-        "env": name, "backend": backend, "mode": mode,
+        "env": name,
+        "backend": backend,
+        "mode": mode,
         "turns": float(np.mean([r.turns for r in rollouts])),
         "final_tokens": float(np.mean([len(r.token_ids) for r in rollouts])),
         "prefilled_per_episode": prefilled / n,
@@ -167,9 +170,11 @@ def main() -> None:
         rows = [r for backend in args.backends for r in bench(backend, path, args.model, args)]
     print(f"{'env':<13} {'backend':<6} {'mode':<6} {'turns':>5} {'final':>6} {'prefilled':>9} {'CPU s':>7} {'wall s':>7} {'x once':>6}")
     for r in rows:
-        print(f"{r['env']:<13} {r['backend']:<6} {r['mode']:<6} {r['turns']:5.1f} {r['final_tokens']:6.0f} {r['prefilled_per_episode']:9.0f} "
-              f"{r['cpu_s_per_episode']:7.2f} {r['wall_s_per_episode']:7.2f} {r['cpu_vs_once']:6.2f}"
-              + (f"  (max |logprob diff| {r['max_logprob_diff']:.1e})" if "max_logprob_diff" in r else ""))
+        print(
+            f"{r['env']:<13} {r['backend']:<6} {r['mode']:<6} {r['turns']:5.1f} {r['final_tokens']:6.0f} {r['prefilled_per_episode']:9.0f} "
+            f"{r['cpu_s_per_episode']:7.2f} {r['wall_s_per_episode']:7.2f} {r['cpu_vs_once']:6.2f}"
+            + (f"  (max |logprob diff| {r['max_logprob_diff']:.1e})" if "max_logprob_diff" in r else "")
+        )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump({"args": vars(args), "rows": rows}, fh, indent=2)

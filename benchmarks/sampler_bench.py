@@ -105,9 +105,18 @@ def transformers_call(model: Any, rows: list[np.ndarray], group: int, new_tokens
 
     def call() -> None:
         with torch.no_grad():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, num_return_sequences=group,
-                                 max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=model.config.pad_token_id,
-                                 temperature=1.0, top_p=1.0, top_k=0)
+            out = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=True,
+                num_return_sequences=group,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                pad_token_id=model.config.pad_token_id,
+                temperature=1.0,
+                top_p=1.0,
+                top_k=0,
+            )
         assert out.shape == (len(rows), ids.shape[1] + new_tokens), out.shape
 
     return call
@@ -116,7 +125,7 @@ def transformers_call(model: Any, rows: list[np.ndarray], group: int, new_tokens
 def logprob_error(policy: Any, rows: list[np.ndarray], ids: list[np.ndarray], lps: list[np.ndarray]) -> tuple[float, float]:
     """(max, mean) |sampler logprob - float32 teacher-forced logprob| over the sampled tokens."""
     full = np.stack([np.concatenate([p, i]) for p, i in zip(rows, ids)])
-    exact = policy.logprobs(full, np.ones_like(full))[:, len(rows[0]):]
+    exact = policy.logprobs(full, np.ones_like(full))[:, len(rows[0]) :]
     err = np.abs(np.stack(lps) - exact)
     return float(err.max()), float(err.mean())
 
@@ -138,7 +147,9 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.threads == 1:  # XLA's CPU client reads this when JAX first starts
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
+        os.environ["XLA_FLAGS"] = (
+            os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+        ).strip()
     import torch
     import transformers
 
@@ -157,7 +168,11 @@ def main() -> None:
     warmups: dict[tuple[str, str], Callable[[], Any]] = {}
     short = [np.arange(10, 26, dtype=np.int32)]
     for dtype in args.dtypes:
-        hf = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=getattr(torch, dtype)).eval() if "transformers" in args.impls else None
+        hf = (
+            transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=getattr(torch, dtype)).eval()
+            if "transformers" in args.impls
+            else None
+        )
         for impl in args.impls:
             if impl == "transformers":
                 warmups[impl, dtype] = transformers_call(hf, short, 1, 4)
@@ -179,7 +194,7 @@ def main() -> None:
         calls[key]() if key[0] == "jax" else warmups[key[:2]]()
     times: dict[tuple[str, str, str], list[tuple[float, float]]] = {k: [] for k in keys}
     for round_ in range(args.rounds):
-        order = keys[round_ % len(keys):] + keys[: round_ % len(keys)]
+        order = keys[round_ % len(keys) :] + keys[: round_ % len(keys)]
         for key in order:
             times[key].append(_seconds(calls[key]))
         print(f"round {round_ + 1} done, load average {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
@@ -187,9 +202,14 @@ def main() -> None:
         peaks[d] = max(peaks[d], matmul_peak(args.matmul_size, d))
     load = os.getloadavg()
 
-    print(f"\n{args.model}: batch {args.batch}, prompts of {args.prompt_len} tokens, {args.new_tokens} new; "
-          f"{args.threads} torch threads; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
-    print("matmul peak (torch, %d^3, per CPU-second): %s" % (args.matmul_size, ", ".join(f"{d} {p / 1e9:.0f} GFLOP/s" for d, p in peaks.items())))
+    print(
+        f"\n{args.model}: batch {args.batch}, prompts of {args.prompt_len} tokens, {args.new_tokens} new; "
+        f"{args.threads} torch threads; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}"
+    )
+    print(
+        "matmul peak (torch, %d^3, per CPU-second): %s"
+        % (args.matmul_size, ", ".join(f"{d} {p / 1e9:.0f} GFLOP/s" for d, p in peaks.items()))
+    )
     print("\n| layout | dtype | sampler | median s (wall / CPU) | tokens/s | vs transformers | GFLOP per CPU-s | of peak |")
     print("|---|---|---|---:|---:|---:|---:|---:|")
     results = []
@@ -203,10 +223,20 @@ def main() -> None:
                 cpu = statistics.median(c for _, c in times[impl, dtype, name])
                 rate = flops["total"] / cpu
                 ratio = f"{base / wall:.2f}x" if base else "-"
-                print(f"| {name} | {dtype} | {impl} | {wall:.2f} / {cpu:.2f} | {args.batch * args.new_tokens / wall:.1f} | {ratio} | "
-                      f"{rate / 1e9:.0f} | {rate / peaks[dtype]:.0%} |")
-                results.append({"layout": name, "dtype": dtype, "impl": impl, "seconds": times[impl, dtype, name],
-                                "flops": flops, "peak": peaks[dtype]})
+                print(
+                    f"| {name} | {dtype} | {impl} | {wall:.2f} / {cpu:.2f} | {args.batch * args.new_tokens / wall:.1f} | {ratio} | "
+                    f"{rate / 1e9:.0f} | {rate / peaks[dtype]:.0%} |"
+                )
+                results.append(
+                    {
+                        "layout": name,
+                        "dtype": dtype,
+                        "impl": impl,
+                        "seconds": times[impl, dtype, name],
+                        "flops": flops,
+                        "peak": peaks[dtype],
+                    }
+                )
     print("\nsampler logprobs vs float32 teacher forcing on the sequences each sampled (max / mean abs):")
     for (impl, dtype, name), (ids, lps) in samples.items():
         if name == args.layouts[0]:

@@ -29,11 +29,47 @@ ENV = "textgym-test/AsciiFirst-v0"
 
 def run(out: Path, steps: int, backend: str, nproc: int) -> float:
     """One ``textgym train`` through this script (which registers the test env); its wall seconds."""
-    argv = ["train", "--env", ENV, "--backend", backend, "--model", "tiny", "--chat-template", "compact",
-            "--output-dir", str(out), "--steps", str(steps), "--prompts-per-step", "4", "--group-size", "4",
-            "--num-envs", "16", "--max-new-tokens", "3", "--max-length", "64", "--micro-batch-size", "2",
-            "--lr", "3e-3", "--eval-episodes", "4", "--eval-every", str(steps), "--save-every", str(steps),
-            "--log-rollouts-every", "1", "--no-progress", "--no-plot", "--nproc", str(nproc)]
+    argv = [
+        "train",
+        "--env",
+        ENV,
+        "--backend",
+        backend,
+        "--model",
+        "tiny",
+        "--chat-template",
+        "compact",
+        "--output-dir",
+        str(out),
+        "--steps",
+        str(steps),
+        "--prompts-per-step",
+        "4",
+        "--group-size",
+        "4",
+        "--num-envs",
+        "16",
+        "--max-new-tokens",
+        "3",
+        "--max-length",
+        "64",
+        "--micro-batch-size",
+        "2",
+        "--lr",
+        "3e-3",
+        "--eval-episodes",
+        "4",
+        "--eval-every",
+        str(steps),
+        "--save-every",
+        str(steps),
+        "--log-rollouts-every",
+        "1",
+        "--no-progress",
+        "--no-plot",
+        "--nproc",
+        str(nproc),
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(ROOT), *sys.path]))
     started = time.perf_counter()
     subprocess.run([sys.executable, __file__, *argv], env=env, check=True)

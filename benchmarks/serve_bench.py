@@ -86,8 +86,17 @@ class Server:
 
     def __enter__(self) -> Server:
         if self.kind == "textgym":
-            cmd = [sys.executable, "-m", "textgym.cli", "serve", self.env_id, "--port", str(self.port),
-                   "--max-sessions", str(self.max_sessions)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "textgym.cli",
+                "serve",
+                self.env_id,
+                "--port",
+                str(self.port),
+                "--max-sessions",
+                str(self.max_sessions),
+            ]
         else:
             app = OPENENV_APP if self.kind == "openenv" else ECHO_APP
             cmd = [sys.executable, "-c", app, self.env_id, str(self.port), str(self.max_sessions)]
@@ -218,10 +227,18 @@ def sessions_run(kind: str, env_id: str, plans: list[dict]) -> dict:
         asyncio.run(main())
         wall, cpu = time.perf_counter() - started, server.cpu_s() - cpu
         return {
-            "server": kind, "env": env_id, "sessions": len(plans), **stats,
-            "steps": len(latencies), "p50_ms": pct(latencies, 50) * 1e3, "p99_ms": pct(latencies, 99) * 1e3,
-            "steps_per_s": len(latencies) / wall, "wall_s": wall, "server_peak_rss_mib": server.peak_rss_mib(),
-            "server_cpu_s": cpu, "server_cpu_ms_per_episode": cpu / len(plans) * 1e3,
+            "server": kind,
+            "env": env_id,
+            "sessions": len(plans),
+            **stats,
+            "steps": len(latencies),
+            "p50_ms": pct(latencies, 50) * 1e3,
+            "p99_ms": pct(latencies, 99) * 1e3,
+            "steps_per_s": len(latencies) / wall,
+            "wall_s": wall,
+            "server_peak_rss_mib": server.peak_rss_mib(),
+            "server_cpu_s": cpu,
+            "server_cpu_ms_per_episode": cpu / len(plans) * 1e3,
         }
 
 
@@ -300,12 +317,15 @@ def latency_run(env_id: str, episodes: int, rounds: int) -> dict:
     p50 = {k: statistics.median(v) * 1e6 for k, v in results.items()}
     steps = sum(len(p["actions"]) for p in plans)
     return {
-        "env": env_id, "steps_per_round": steps, "rounds": rounds,
+        "env": env_id,
+        "steps_per_round": steps,
+        "rounds": rounds,
         **{f"{k}_p50_us": round(v, 1) for k, v in p50.items()},
         "textgym_overhead_p50_us": round(p50["textgym_wire"] - p50["in_process"], 1),
         "textgym_server_work_p50_us": round(p50["textgym_wire"] - p50["in_process"] - p50["transport_floor"], 1),
         "openenv_overhead_p50_us": round(p50["openenv_wire"] - p50["in_process"], 1),
-        "steps_per_s_wire": round(1e6 / p50["textgym_wire"]), "steps_per_s_in_process": round(1e6 / p50["in_process"]),
+        "steps_per_s_wire": round(1e6 / p50["textgym_wire"]),
+        "steps_per_s_in_process": round(1e6 / p50["in_process"]),
         # CPU per step, its reset included (one per episode), of the server process and of the same
         # episodes replayed in-process: the difference is what serving costs the server per step.
         **{f"{k}_cpu_us_per_step": round(v / (rounds * steps) * 1e6, 1) for k, v in cpu.items()},
@@ -339,9 +359,13 @@ def faults_run(env_id: str, n: int) -> dict:
         killed_at = time.perf_counter()
         stats = {"errors": 0, "lost": 0}
         asyncio.run(_gather(server.ws, plans, stats))
-        out["killed_clients"] = {"sessions_killed": n, "new_episodes_after": n, **stats,
-                                 "seconds_until_all_replayed": round(time.perf_counter() - killed_at, 2),
-                                 "server_alive": server.alive()}
+        out["killed_clients"] = {
+            "sessions_killed": n,
+            "new_episodes_after": n,
+            **stats,
+            "seconds_until_all_replayed": round(time.perf_counter() - killed_at, 2),
+            "server_alive": server.alive(),
+        }
     # (b) server killed (SIGKILL) and restarted under RemoteEnv clients.
     port = free_port()
     envs = [textgym.RemoteEnv(f"http://127.0.0.1:{port}", timeout=10) for _ in range(n)]
@@ -364,8 +388,12 @@ def faults_run(env_id: str, n: int) -> dict:
             total = sum(env.step(a)[1] for a in p["actions"])
             complete += total == p["reward"]
             env.close()
-    out["server_killed"] = {"clients": n, "raised_remote_error": raised, "same_episode_after_restart": same,
-                            "episodes_complete_after_restart": complete}
+    out["server_killed"] = {
+        "clients": n,
+        "raised_remote_error": raised,
+        "same_episode_after_restart": same,
+        "episodes_complete_after_restart": complete,
+    }
     # (c) garbage frames between the real steps of real episodes.
     with Server("textgym", env_id, max_sessions=n) as server:
         counts = {"garbage": 0, "error_replies": 0, "lost": 0, "errors": 0}
@@ -427,8 +455,10 @@ def report(results: dict) -> str:
     """The docs/benchmarks.md tables for a run's results."""
     lines = []
     if results.get("sessions"):
-        lines += ["| env | server | sessions held | errors | lost episodes | p50 / p99 step latency | steps/s | server CPU per episode | server peak RSS |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "| env | server | sessions held | errors | lost episodes | p50 / p99 step latency | steps/s | server CPU per episode | server peak RSS |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in results["sessions"]:
             lines.append(
                 f"| {r['env'].split('/')[1]} | {r['server']} (round {r['round']}) | {r['sessions']} | {r['errors']} | {r['lost']} "
@@ -437,9 +467,11 @@ def report(results: dict) -> str:
             )
         lines.append("")
     if results.get("latency"):
-        lines += ["| env | in-process step | textgym wire | RemoteEnv.step | OpenEnv create_app wire | transport floor "
-                  "| textgym server CPU over in-process | OpenEnv server CPU over in-process |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "| env | in-process step | textgym wire | RemoteEnv.step | OpenEnv create_app wire | transport floor "
+            "| textgym server CPU over in-process | OpenEnv server CPU over in-process |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in results["latency"]:
             lines.append(
                 f"| {r['env'].split('/')[1]} | {r['in_process_p50_us']:.0f} us | {r['textgym_wire_p50_us']:.0f} us "

@@ -52,7 +52,6 @@ class TextgymAdapter:
     def __init__(self, size: int):
         import gymnasium as gym
 
-
         self.env = gym.make("textgym/Sudoku-v0", size=size, blanks=10 if size == 4 else 50)
         self.size = size
 
@@ -82,10 +81,7 @@ class GemAdapter:
     def moves(self) -> list[str]:
         e = self.env
         return [
-            "\\boxed{%d %d %d}" % (r + 1, c + 1, e.full_grid[r][c])
-            for r in range(e.scale)
-            for c in range(e.scale)
-            if e.board[r][c] == 0
+            "\\boxed{%d %d %d}" % (r + 1, c + 1, e.full_grid[r][c]) for r in range(e.scale) for c in range(e.scale) if e.board[r][c] == 0
         ]
 
     def step(self, action: str) -> bool:

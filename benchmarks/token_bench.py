@@ -35,8 +35,7 @@ def as_text(action) -> str:
         return action
     calls = action.get("tool_calls") or []
     blocks = [
-        '<tool_call>{"name": %s, "arguments": %s}</tool_call>'
-        % (json.dumps(c["function"]["name"]), c["function"]["arguments"])
+        '<tool_call>{"name": %s, "arguments": %s}</tool_call>' % (json.dumps(c["function"]["name"]), c["function"]["arguments"])
         for c in calls
     ]
     return (action.get("content") or "") + "".join(blocks)
@@ -117,9 +116,7 @@ def main() -> int:
     for who, rows in results.items():
         med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
         label = "this checkout" if who == "this" else "peer checkout"
-        print(
-            f"| {label} | {med['bare_us']:.0f} | {med['wrapped_us']:.0f} | {med['overhead_us']:.0f} | {med['overhead']:.0%} |"
-        )
+        print(f"| {label} | {med['bare_us']:.0f} | {med['wrapped_us']:.0f} | {med['overhead_us']:.0f} | {med['overhead']:.0%} |")
     for who, rows in results.items():  # each round's share: the load moves between rounds
         print(f"{who} checkout, overhead / bare by round:", ", ".join(f"{r['overhead']:.0%}" for r in rows))
     print(f"\n| {args.env} | bare reset (us) | wrapped reset (us) |")

@@ -67,9 +67,24 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         model, prompts = prepare(Path(tmp), args.prompts, args.steps)
-        common = ["--model", str(model), "--prompts-file", str(prompts), "--steps", str(args.steps), "--prompts", str(args.prompts),
-                  "--group-size", str(args.group_size), "--max-new-tokens", str(args.max_new_tokens), "--lr", str(args.lr),
-                  "--threads", str(args.threads)]
+        common = [
+            "--model",
+            str(model),
+            "--prompts-file",
+            str(prompts),
+            "--steps",
+            str(args.steps),
+            "--prompts",
+            str(args.prompts),
+            "--group-size",
+            str(args.group_size),
+            "--max-new-tokens",
+            str(args.max_new_tokens),
+            "--lr",
+            str(args.lr),
+            "--threads",
+            str(args.threads),
+        ]
         results = {}
         for name in args.only:
             python = args.trl_python if name == "trl" else sys.executable
@@ -116,8 +131,15 @@ def worker_textgym(args: argparse.Namespace, backend_name: str) -> dict:
 
     backend = load_backend(backend_name, args.threads)
     policy = backend.load_policy(args.model)
-    config = GRPOConfig(group_size=args.group_size, lr=args.lr, max_new_tokens=args.max_new_tokens, max_length=512,
-                        micro_batch_size=args.prompts * args.group_size, kl_beta=0.0, loss_aggregation="token-mean")
+    config = GRPOConfig(
+        group_size=args.group_size,
+        lr=args.lr,
+        max_new_tokens=args.max_new_tokens,
+        max_length=512,
+        micro_batch_size=args.prompts * args.group_size,
+        kl_beta=0.0,
+        loss_aggregation="token-mean",
+    )
     learner = backend.Learner(policy, config)
     tokenizer = models.load_tokenizer(args.model)
     episodes = args.prompts * args.group_size
@@ -173,15 +195,29 @@ def worker_trl(args: argparse.Namespace) -> dict:
                 tokens.append(int(logs["completions/mean_length"] * args.prompts * args.group_size))
 
     config = GRPOConfig(
-        output_dir=tempfile.mkdtemp(), per_device_train_batch_size=args.prompts * args.group_size,
-        num_generations=args.group_size, max_completion_length=args.max_new_tokens, learning_rate=args.lr, beta=0.0,
-        num_iterations=1, temperature=1.0, loss_type="dapo", use_cpu=True, bf16=False, logging_steps=1,
-        report_to="none", save_strategy="no", max_steps=args.steps, shuffle_dataset=False, seed=0,
+        output_dir=tempfile.mkdtemp(),
+        per_device_train_batch_size=args.prompts * args.group_size,
+        num_generations=args.group_size,
+        max_completion_length=args.max_new_tokens,
+        learning_rate=args.lr,
+        beta=0.0,
+        num_iterations=1,
+        temperature=1.0,
+        loss_type="dapo",
+        use_cpu=True,
+        bf16=False,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        max_steps=args.steps,
+        shuffle_dataset=False,
+        seed=0,
     )
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
-    trainer = GRPOTrainer(model=model, reward_funcs=sudoku_reward, args=config, train_dataset=dataset,
-                          processing_class=tokenizer, callbacks=[Clock()])
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=sudoku_reward, args=config, train_dataset=dataset, processing_class=tokenizer, callbacks=[Clock()]
+    )
     trainer.train()
     return summarize(times, tokens)
 

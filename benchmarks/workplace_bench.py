@@ -64,12 +64,11 @@ def timed(fn, n: int, setup=None) -> np.ndarray:
 
 
 def call(name: str, **arguments) -> str:
-    return f'<tool_call>{json.dumps({"name": name, "arguments": arguments})}</tool_call>'
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
 
 
 def bench_latency(n: int) -> dict[str, np.ndarray]:
     import gymnasium as gym
-
 
     env = gym.make("textgym/Workplace-v0").unwrapped
     env.reset(seed=0)
@@ -77,9 +76,7 @@ def bench_latency(n: int) -> dict[str, np.ndarray]:
 
     actions = {
         "step: get by id": call("calendar_get_event_information_by_id", event_id="00000005"),
-        "step: update": call(
-            "project_management_update_task", task_id="00000007", field="list_name", new_value="In Review"
-        ),
+        "step: update": call("project_management_update_task", task_id="00000007", field="list_name", new_value="In Review"),
         "step: send email": call("email_send_email", recipient="raj@atlas.com", subject="Hi", body="See you soon."),
         "step: search (paged)": call("email_search_emails", query="report", page_size=10),
     }
@@ -92,9 +89,7 @@ def bench_latency(n: int) -> dict[str, np.ndarray]:
         env.reset(seed=0)
         results[label] = timed(lambda i, action=action: env.step(action), n, setup=fresh)
     get = {"event_id": "00000005"}
-    results["tool call only: get by id"] = timed(
-        lambda i: env.tools.call("calendar_get_event_information_by_id", get), n
-    )
+    results["tool call only: get by id"] = timed(lambda i: env.tools.call("calendar_get_event_information_by_id", get), n)
 
     def solved(i):
         env.reset(seed=i)
@@ -128,15 +123,11 @@ TOOL_CALLS: dict[str, list[dict]] = {
         {"time_min": "2023-12-01 00:00:00", "time_max": "2023-12-02 00:00:00"},
         {},
     ],
-    "calendar_create_event": [
-        {"event_name": "Sync", "participant_email": ME, "event_start": "2023-12-05 10:00:00", "duration": 30}
-    ],
+    "calendar_create_event": [{"event_name": "Sync", "participant_email": ME, "event_start": "2023-12-05 10:00:00", "duration": 30}],
     "calendar_delete_event": [{"event_id": "{i}"}],
     "calendar_update_event": [{"event_id": "{i}", "field": "event_name", "new_value": "Review"}],
     "analytics_get_visitor_information_by_id": [{"visitor_id": "VISITOR"}],
-    "analytics_create_plot": [
-        {"time_min": "2023-10-01", "time_max": "2023-11-30", "value_to_plot": "total_visits", "plot_type": "bar"}
-    ],
+    "analytics_create_plot": [{"time_min": "2023-10-01", "time_max": "2023-11-30", "value_to_plot": "total_visits", "plot_type": "bar"}],
     "analytics_total_visits_count": [{"time_min": "2023-11-01", "time_max": "2023-11-30"}, {}],
     "analytics_engaged_users_count": [{"time_min": "2023-11-01", "time_max": "2023-11-30"}, {}],
     "analytics_traffic_source_count": [{"time_min": "2023-11-01", "traffic_source": "direct"}, {}],
@@ -170,8 +161,14 @@ TOOL_CALLS: dict[str, list[dict]] = {
 WRITE_FIRST: dict[str, tuple[str, dict]] = {
     "email_search_emails": ("email_send_email", TOOL_CALLS["email_send_email"][0]),
     "calendar_search_events": ("calendar_update_event", {"event_id": "00000002", "field": "event_name", "new_value": "Review"}),
-    "project_management_search_tasks": ("project_management_update_task", {"task_id": "00000007", "field": "list_name", "new_value": "In Review"}),
-    "customer_relationship_manager_search_customers": ("customer_relationship_manager_update_customer", {"customer_id": "00000003", "field": "customer_name", "new_value": "Acme"}),
+    "project_management_search_tasks": (
+        "project_management_update_task",
+        {"task_id": "00000007", "field": "list_name", "new_value": "In Review"},
+    ),
+    "customer_relationship_manager_search_customers": (
+        "customer_relationship_manager_update_customer",
+        {"customer_id": "00000003", "field": "customer_name", "new_value": "Acme"},
+    ),
 }
 
 
@@ -264,9 +261,7 @@ def bench_pandas(n: int) -> dict[str, np.ndarray]:
         tables = load(0)
         events = tables["calendar"]
         out = {"pandas baseline: reset (reload CSVs)": timed(load, max(20, n // 20))}
-        out["pandas baseline: get by id"] = timed(
-            lambda i: events[events["event_id"] == "00000005"].iloc[0].to_dict(), n
-        )
+        out["pandas baseline: get by id"] = timed(lambda i: events[events["event_id"] == "00000005"].iloc[0].to_dict(), n)
         gc.collect()
         before = rss_bytes()
         held = [load(i) for i in range(50)]

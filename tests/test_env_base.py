@@ -119,7 +119,7 @@ def test_malformed_turn_is_feedback_and_changes_nothing():
     assert env.checks == 0, "a turn with a broken call must not run its valid calls"
     assert "invalid JSON" in info["error"] and obs[-1]["role"] == "user"
     assert info["turn"] == 1 and not terminated
-    obs, *_ , info = env.step(check('"ten"'))
+    obs, *_, info = env.step(check('"ten"'))
     assert "must be an integer" in info["error"] and obs[-1]["role"] == "tool"
 
 

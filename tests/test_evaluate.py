@@ -53,8 +53,9 @@ def test_policies_play_the_same_seeds_k_times_and_progress_counts_every_episode(
     policies = {"oracle": OraclePolicy, "random": lambda v: RandomPolicy(seed=0)}
     seeds = [10, 11, 12, 13, 14]
     categories = task_categories(ENV_ID, seeds, {})
-    reports = evaluate(venv, policies, seeds, k=2, categories=categories,
-                       on_episodes=lambda name, n: finished.__setitem__(name, finished.get(name, 0) + n))
+    reports = evaluate(
+        venv, policies, seeds, k=2, categories=categories, on_episodes=lambda name, n: finished.__setitem__(name, finished.get(name, 0) + n)
+    )
     venv.close()
     assert finished == {"oracle": 10, "random": 10}
     oracle, random = reports
@@ -73,8 +74,23 @@ def run_cli(capsys, *argv):
 def test_cli_table_plot_and_rollouts(tmp_path, capsys):
     plot, out = tmp_path / "profile.png", tmp_path / "rollouts.jsonl"
     code, stdout, _ = run_cli(
-        capsys, "--policy", "oracle", "--policy", "random", "--episodes", "4", "--seed", "3", "--k", "3",
-        "--num-envs", "5", "--plot", str(plot), "--out", str(out),
+        capsys,
+        "--policy",
+        "oracle",
+        "--policy",
+        "random",
+        "--episodes",
+        "4",
+        "--seed",
+        "3",
+        "--k",
+        "3",
+        "--num-envs",
+        "5",
+        "--plot",
+        str(plot),
+        "--out",
+        str(out),
     )
     assert code == 0
     oracle_row = next(line for line in stdout.splitlines() if "│ oracle" in line)
@@ -88,8 +104,7 @@ def test_cli_table_plot_and_rollouts(tmp_path, capsys):
 
 
 def test_cli_async_mode(capsys):
-    code, stdout, _ = run_cli(capsys, "--policy", "oracle", "--episodes", "3", "--num-envs", "2",
-                              "--vectorization-mode", "async")
+    code, stdout, _ = run_cli(capsys, "--policy", "oracle", "--episodes", "3", "--num-envs", "2", "--vectorization-mode", "async")
     assert code == 0 and "1.000" in next(line for line in stdout.splitlines() if "│ oracle" in line)
 
 
@@ -173,6 +188,9 @@ def test_piped_output_keeps_the_names(tmp_path):
 
     out = subprocess.run(
         [sys.executable, "-m", "textgym.cli", "eval", "textgym/Sudoku-v0", "--episodes", "2", "--env-kwargs", '{"size": 4}'],
-        capture_output=True, text=True, check=True, env={**__import__("os").environ, "COLUMNS": "40"},
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**__import__("os").environ, "COLUMNS": "40"},
     ).stdout
     assert "│ oracle " in out and "┃ episodes ┃" in out and "…" not in out

@@ -48,8 +48,9 @@ def test_install_imports_mapped_subpackages(tmp_path, editable):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     # Dependencies are visible as a plain path (no .pth processing), so our own install wins.
     Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     src = tmp_path / "src"
@@ -70,6 +71,11 @@ def test_install_imports_mapped_subpackages(tmp_path, editable):
     data = "from textgym.view.page import render; from textgym.rollout import rollout_schema; rollout_schema(); print(len(render({})))"
     size = subprocess.run([str(python), "-c", data], capture_output=True, text=True, check=True, cwd=str(tmp_path)).stdout
     assert int(size) > 10_000
-    typed = subprocess.run([str(python), "-c", "import textgym, pathlib; print(pathlib.Path(textgym.__file__).with_name('py.typed').is_file())"],
-                           capture_output=True, text=True, check=True, cwd=str(tmp_path)).stdout
+    typed = subprocess.run(
+        [str(python), "-c", "import textgym, pathlib; print(pathlib.Path(textgym.__file__).with_name('py.typed').is_file())"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=str(tmp_path),
+    ).stdout
     assert typed.strip() == "True"  # PEP 561: type checkers read textgym's hints

@@ -36,7 +36,7 @@ def test_closing_tag_inside_a_json_string_is_an_argument_not_the_end():
         ('<tool_call>{"arguments": {}}</tool_call>', "missing tool 'name'"),
         ('<tool_call>{"name": "a", "arguments": [1]}</tool_call>', "must be a JSON object"),
         ('<tool_call>{"name": "a"} trailing</tool_call>', "expected </tool_call>"),
-        ('<tool_call>[1, 2]</tool_call>', "expected a JSON object"),
+        ("<tool_call>[1, 2]</tool_call>", "expected a JSON object"),
         ('<tool_call>{"name": "a", "arguments": "{bad"}</tool_call>', "not valid JSON"),
         ("stray </tool_call>", "without a matching"),
     ],
@@ -48,7 +48,7 @@ def test_malformed_tool_calls_give_clear_errors(text, fragment):
 
 
 def test_arguments_as_json_string_and_valid_call_after_a_broken_one():
-    turn = parse_turn('<tool_call>{oops}</tool_call>' + '<tool_call>{"name": "b", "arguments": "{\\"k\\": 2}"}</tool_call>')
+    turn = parse_turn("<tool_call>{oops}</tool_call>" + '<tool_call>{"name": "b", "arguments": "{\\"k\\": 2}"}</tool_call>')
     assert [c.arguments for c in turn.tool_calls] == [{"k": 2}]
     assert "tool call 1" in turn.error
 

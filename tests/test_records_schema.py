@@ -45,8 +45,17 @@ def test_token_records_match_the_schema():
 
 
 def test_an_old_record_is_valid_and_loads():
-    old = {"env_id": "textgym/Sudoku-v0", "task_id": "sudoku-1", "seed": 0, "messages": [{"role": "user", "content": "x"}],
-           "reward": 0.0, "success": False, "turns": 1, "terminated": False, "truncated": True}
+    old = {
+        "env_id": "textgym/Sudoku-v0",
+        "task_id": "sudoku-1",
+        "seed": 0,
+        "messages": [{"role": "user", "content": "x"}],
+        "reward": 0.0,
+        "success": False,
+        "turns": 1,
+        "terminated": False,
+        "truncated": True,
+    }
     assert not list(validator().iter_errors(old))
     assert Rollout.from_dict(old).end_reason is None
 
@@ -54,6 +63,16 @@ def test_an_old_record_is_valid_and_loads():
 def test_the_schema_rejects_what_is_not_a_record():
     check = validator()
     assert list(check.iter_errors({"env_id": "x"}))  # required fields missing
-    bad = {"env_id": "e", "task_id": "t", "seed": 0, "messages": [], "reward": 0.0, "success": False, "turns": 1,
-           "terminated": True, "truncated": False, "end_reason": "timeout"}
+    bad = {
+        "env_id": "e",
+        "task_id": "t",
+        "seed": 0,
+        "messages": [],
+        "reward": 0.0,
+        "success": False,
+        "turns": 1,
+        "terminated": True,
+        "truncated": False,
+        "end_reason": "timeout",
+    }
     assert any("end_reason" in e.json_path for e in check.iter_errors(bad))

@@ -98,12 +98,23 @@ def test_a_record_cannot_turn_the_sandbox_off_or_run_task_code_on_the_host(capsy
     """Records are untrusted: env_kwargs choosing the sandbox's backend are refused, and a pinned
     HumanEval task's check runs in the sandbox, not in this process."""
     owned = tmp_path / "owned"
-    unsafe = {"env_id": "textgym/Code-v0", "env_kwargs": {"backend": "unsafe"}, "seed": 0, "reward": 1.0, "task_id": "x",
-              "messages": [{"role": "assistant", "content": f"```python\nopen({str(owned)!r}, 'w').write('x')\n```"}]}
+    unsafe = {
+        "env_id": "textgym/Code-v0",
+        "env_kwargs": {"backend": "unsafe"},
+        "seed": 0,
+        "reward": 1.0,
+        "task_id": "x",
+        "messages": [{"role": "assistant", "content": f"```python\nopen({str(owned)!r}, 'w').write('x')\n```"}],
+    }
     check = f"def check(c):\n    open({str(owned)!r}, 'w').write('x')\n    assert c(1) == 1\n"
     task = {"prompt": "def f(x):\n    pass\n", "entry_point": "f", "test": check}
-    pinned = {"env_id": "textgym/Code-v0", "env_kwargs": {"tasks": [task]}, "seed": 0, "reward": 1.0,
-              "messages": [{"role": "assistant", "content": "def f(x): return x"}]}
+    pinned = {
+        "env_id": "textgym/Code-v0",
+        "env_kwargs": {"tasks": [task]},
+        "seed": 0,
+        "reward": 1.0,
+        "messages": [{"role": "assistant", "content": "def f(x): return x"}],
+    }
     code, out, err = reverify(capsys, write(tmp_path / "r.jsonl", [unsafe, pinned]))
     assert "backend, which a record may not choose" in out and not err
     assert not owned.exists()
@@ -117,8 +128,13 @@ def test_a_served_envs_record_opens_no_connection(capsys, tmp_path):
         listener.listen()
         listener.settimeout(0.5)
         url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-        record = {"env_id": "textgym/Remote-v0", "env_kwargs": {"url": url}, "seed": 0, "reward": 0.0,
-                  "messages": [{"role": "assistant", "content": "hi"}]}
+        record = {
+            "env_id": "textgym/Remote-v0",
+            "env_kwargs": {"url": url},
+            "seed": 0,
+            "reward": 0.0,
+            "messages": [{"role": "assistant", "content": "hi"}],
+        }
         code, out, err = reverify(capsys, write(tmp_path / "remote.jsonl", [record]))
         with pytest.raises(TimeoutError):
             listener.accept()
@@ -130,7 +146,12 @@ def test_a_served_envs_record_opens_no_connection(capsys, tmp_path):
     [{"reward": None}, {"reward": "1"}, {"messages": [1, 2]}, {"messages": "abc"}, {"env_kwargs": [1]}, {"seed": "two"}],
 )
 def test_malformed_records_are_unreplayable_not_tracebacks(capsys, tmp_path, fields):
-    record = {"env_id": "textgym/Sudoku-v0", "seed": 0, "reward": 1.0,
-              "messages": [{"role": "assistant", "content": "<answer>1</answer>"}], **fields}
+    record = {
+        "env_id": "textgym/Sudoku-v0",
+        "seed": 0,
+        "reward": 1.0,
+        "messages": [{"role": "assistant", "content": "<answer>1</answer>"}],
+        **fields,
+    }
     code, out, err = reverify(capsys, write(tmp_path / "bad.jsonl", [record]))
     assert code == 0 and "unreplayable: bad.jsonl:1" in out and not err

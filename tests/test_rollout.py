@@ -123,7 +123,9 @@ def test_a_policy_hears_which_slots_hold_episodes(autoreset):
     assert policy.live == [[True, True, False]] * 3 + [[True, False, False]] * 2 + [None]
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"episodes": 3, "group_size": 2}, {"episodes": 5, "seeds": [1, 2]}, {"episodes": 0}, {"seeds": [1], "group_size": 0}])
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"episodes": 3, "group_size": 2}, {"episodes": 5, "seeds": [1, 2]}, {"episodes": 0}, {"seeds": [1], "group_size": 0}]
+)
 def test_bad_counts_raise(kwargs):
     venv = ladder_venv("sync", AutoresetMode.NEXT_STEP, n=1)
     with pytest.raises(ValueError):

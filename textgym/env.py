@@ -174,9 +174,7 @@ class TextEnv(gym.Env):
             raise ResetNeeded("call reset() before step()" if self.task is None else "the episode has ended; call reset()")
         if not isinstance(action, (str, Mapping)):
             raise InvalidAction(f"expected the assistant turn as a str or a message dict, got {type(action).__name__}")
-        turn = parse_turn(
-            action, call_id_prefix=f"call_{self.turn + 1}", max_chars=self.max_action_chars, tools=self.tools is not None
-        )
+        turn = parse_turn(action, call_id_prefix=f"call_{self.turn + 1}", max_chars=self.max_action_chars, tools=self.tools is not None)
         if turn.errors:
             cut = "length" if turn.cut else None  # text, content or tool calls past max_action_chars
             outcome = Outcome(messages=self._feedback(turn, turn.error), error=turn.error, end_reason=cut)

@@ -76,9 +76,7 @@ def require(module: str, extra: str):
     try:
         return importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise MissingDependency(
-            f"{module} is required for this feature: pip install 'textgym[{extra}]'"
-        ) from exc
+        raise MissingDependency(f"{module} is required for this feature: pip install 'textgym[{extra}]'") from exc
 
 
 class CheckpointMismatch(TextGymError, ValueError, KeyError):

@@ -94,9 +94,7 @@ class ParsedTurn:
         return self._code
 
 
-def parse_turn(
-    action: Any, *, call_id_prefix: str = "call", max_chars: int | None = None, tools: bool = True
-) -> ParsedTurn:
+def parse_turn(action: Any, *, call_id_prefix: str = "call", max_chars: int | None = None, tools: bool = True) -> ParsedTurn:
     """Parse one assistant action (raw text or an OpenAI assistant dict).
 
     Args:

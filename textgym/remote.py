@@ -39,6 +39,8 @@ def shared_token(token: str | None) -> str | None:
     """``token``, else ``$TEXTGYM_SERVE_TOKEN`` (None when neither is set): one default for the
     server and its clients, so that setting the variable on both sides is enough."""
     return token if token is not None else os.environ.get(TOKEN_VARIABLE) or None
+
+
 MAX_REPLY_BYTES = 64 << 20  # a whole conversation comes back on every step
 MAX_DEPTH = 64  # levels of nesting in a message (a tool call's arguments); JSON allows any
 CLOSE_TIMEOUT = 2.0  # seconds to wait for a closing handshake before dropping the socket

@@ -35,7 +35,9 @@ from textgym.error import TextGymError
 Status = Literal["unchanged", "changed", "unreplayable"]
 # Env kwargs that decide how code runs or where the env connects: never taken from a record.
 UNTRUSTED_KWARGS = frozenset({"backend", "sandbox", "limits", "url", "urls", "token"})
-NOT_REPLAYED = {"textgym/Remote-v0": "a served env's record: reverify opens no connection a record names; replay it with the served env's id"}
+NOT_REPLAYED = {
+    "textgym/Remote-v0": "a served env's record: reverify opens no connection a record names; replay it with the served env's id"
+}
 
 
 @dataclass(frozen=True)
@@ -186,14 +188,17 @@ def run(args: argparse.Namespace) -> int:
     results = reverify(records)
     counts = summary(results)
     out = make_console()
-    rows = [(env, [str(len([x for x in results if x.env_id == env])), *(str(c[s]) for s in ("unchanged", "changed", "unreplayable"))])
-            for env, c in counts.items()]
+    rows = [
+        (env, [str(len([x for x in results if x.env_id == env])), *(str(c[s]) for s in ("unchanged", "changed", "unreplayable"))])
+        for env, c in counts.items()
+    ]
     print_table(out, f"re-verified {len(results)} records", "env", ["records", "unchanged", "changed", "unreplayable"], rows)
     for x in results:
         if x.status == "changed":
             note = f" ({x.reason})" if x.reason else ""
-            out.print(f"changed: {x.source} {x.env_id} {x.task_id}: reward {x.recorded:g} -> {x.replayed:g}{note}",
-                      markup=False, soft_wrap=True)
+            out.print(
+                f"changed: {x.source} {x.env_id} {x.task_id}: reward {x.recorded:g} -> {x.replayed:g}{note}", markup=False, soft_wrap=True
+            )
         elif x.status == "unreplayable":
             out.print(f"unreplayable: {x.source} {x.env_id} {x.task_id}: {x.reason}", markup=False, soft_wrap=True)
     if args.out:

@@ -82,4 +82,3 @@ class ServerPool:
         now = time.monotonic()
         with self._lock:
             return [u for u in self.urls if self._down_until[u] <= now]
-

@@ -103,6 +103,7 @@ class TokenSequence(ObjectSpace):
 
 # --- async vector env hooks: values travel through a manager list, one slot per sub-env ---
 
+
 @create_shared_memory.register(ObjectSpace)
 def _create(space: ObjectSpace, n: int = 1, ctx: Any = None):
     import multiprocessing as mp

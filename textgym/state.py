@@ -26,8 +26,7 @@ MAGIC = b"textgym-state\n"
 FORMAT = 1
 """The layout version of the bytes themselves (an env's own parts carry ``state_version``)."""
 BIT_GENERATORS = {
-    kind.__name__: kind
-    for kind in (np.random.PCG64, np.random.PCG64DXSM, np.random.MT19937, np.random.Philox, np.random.SFC64)
+    kind.__name__: kind for kind in (np.random.PCG64, np.random.PCG64DXSM, np.random.MT19937, np.random.Philox, np.random.SFC64)
 }
 """The generators a state may name (a name from the state is looked up here, never in a module)."""
 _LONG = 200  # JSON characters past which a constructor argument is compared by digest

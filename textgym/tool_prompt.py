@@ -132,8 +132,15 @@ def probe(tokenizer: Any, chat_template: str | None = None) -> ToolPrompt:
         return marker in text
 
     user = {"role": "user", "content": "Hi."}
-    schema = {"type": "function", "function": {"name": _PROBE_TOOL, "description": "probe", "parameters": {"type": "object", "properties": {}}}}
-    call = {"role": "assistant", "content": "", "tool_calls": [{"id": "c0", "type": "function", "function": {"name": _PROBE_TOOL, "arguments": "{}"}}]}
+    schema = {
+        "type": "function",
+        "function": {"name": _PROBE_TOOL, "description": "probe", "parameters": {"type": "object", "properties": {}}},
+    }
+    call = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c0", "type": "function", "function": {"name": _PROBE_TOOL, "arguments": "{}"}}],
+    }
     renders_system = shows(_PROBE_SYSTEM, [{"role": "system", "content": _PROBE_SYSTEM}, user])
     template = chat_template if chat_template is not None else str(tokenizer.chat_template)
     owner = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__

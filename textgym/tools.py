@@ -99,9 +99,7 @@ class Tool:
         # leave validation nothing to check or convert: when all are, that is the whole check.
         self._required = frozenset(self.required)
         self._plain = {
-            k: _PLAIN_TYPES[v["type"]]
-            for k, v in self.parameters.items()
-            if v["type"] in _PLAIN_TYPES and not (_CHECKED_KEYS & v.keys())
+            k: _PLAIN_TYPES[v["type"]] for k, v in self.parameters.items() if v["type"] in _PLAIN_TYPES and not (_CHECKED_KEYS & v.keys())
         }
 
     @classmethod

@@ -167,8 +167,14 @@ class RayVectorEnv(VectorEnv):
         self._env_obs: list[Any] = [None] * self.num_envs
 
     @classmethod
-    def from_id(cls, env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None,
-                wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (), **kwargs: Any):
+    def from_id(
+        cls,
+        env_id: str,
+        num_envs: int,
+        env_kwargs: dict[str, Any] | None = None,
+        wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
+        **kwargs: Any,
+    ):
         """``num_envs`` copies of a registered env, made inside the actors by id, each wrapped by ``wrappers``."""
         if int(num_envs) < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -280,8 +286,7 @@ class RayVectorEnv(VectorEnv):
         """The step results of shard ``k``'s sub-envs after its actor died: each episode ended as
         ``env_error`` (with ``same_step`` autoreset, the new actor's envs are reset at once)."""
         lo, hi = self._bounds[k]
-        lost = [(self._env_obs[i], 0.0, True, False, {"end_reason": "env_error", "error": reason, "success": False})
-                for i in range(lo, hi)]
+        lost = [(self._env_obs[i], 0.0, True, False, {"end_reason": "env_error", "error": reason, "success": False}) for i in range(lo, hi)]
         # Reset the new envs now, so that calls between this step and the next (a policy asking
         # every sub-env for something) find an episode; next_step autoreset still resets them again.
         fresh = self._ray.get(self.actors[k].reset.remote([None] * (hi - lo), None, [True] * (hi - lo)), timeout=self.timeout)

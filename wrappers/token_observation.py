@@ -45,7 +45,7 @@ _MASK = {False: b"\0", True: b"\1"}  # a loss mask byte, by "is a policy token"
 _FIX = (
     "token-in/token-out needs a prefix-preserving chat template (rendering more messages must only "
     "append text): pass TokenObservation(env, tokenizer, chat_template=...) a template that renders "
-    "every past turn verbatim, or TokenObservation(..., on_template_break=\"new_sample\") to start a new "
+    'every past turn verbatim, or TokenObservation(..., on_template_break="new_sample") to start a new '
     "training sample where the template rewrites earlier turns"
 )
 
@@ -108,9 +108,7 @@ class TokenObservation(gym.Wrapper):
         True
     """
 
-    def __init__(
-        self, env: gym.Env, tokenizer: Any, *, chat_template: str | None = None, on_template_break: OnTemplateBreak = "raise"
-    ):
+    def __init__(self, env: gym.Env, tokenizer: Any, *, chat_template: str | None = None, on_template_break: OnTemplateBreak = "raise"):
         super().__init__(env)
         if on_template_break not in ("raise", "new_sample"):
             raise ValueError(f"on_template_break must be 'raise' or 'new_sample', got {on_template_break!r}")
@@ -581,6 +579,5 @@ def _as_conversation(conversation: Any, known: tuple = ()) -> tuple:
         ):
             return conversation
     raise TextGymError(
-        "TokenObservation needs an env whose observation is the conversation (a sequence of messages), "
-        f"got {type(conversation).__name__}"
+        f"TokenObservation needs an env whose observation is the conversation (a sequence of messages), got {type(conversation).__name__}"
     )

@@ -32,9 +32,7 @@ def group_ids(groups: Sequence[int | None], group_size: int) -> np.ndarray:
     return dense.astype(np.int64)
 
 
-def group_advantages(
-    rewards: np.ndarray, groups: np.ndarray, scaling: AdvantageScaling = "group", eps: float = 1e-6
-) -> np.ndarray:
+def group_advantages(rewards: np.ndarray, groups: np.ndarray, scaling: AdvantageScaling = "group", eps: float = 1e-6) -> np.ndarray:
     """Advantages ``(r - mean of the group) / scale``.
 
     Args:

@@ -270,10 +270,13 @@ def pad_rows(batch: Batch, multiple: int) -> Batch:
     extra = -batch.shape[0] % multiple
     if extra == 0:
         return batch
-    return batch.replace(**{
-        f.name: np.concatenate([v, np.zeros((extra, *v.shape[1:]), v.dtype)])
-        for f in dataclasses.fields(batch) if isinstance(v := getattr(batch, f.name), np.ndarray)
-    })
+    return batch.replace(
+        **{
+            f.name: np.concatenate([v, np.zeros((extra, *v.shape[1:]), v.dtype)])
+            for f in dataclasses.fields(batch)
+            if isinstance(v := getattr(batch, f.name), np.ndarray)
+        }
+    )
 
 
 def distinct_prompts(prompts: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
@@ -349,8 +352,12 @@ def split_prompts(batch: Batch, pad_id: int, prompt_multiple: int = 1, rest_mult
     is_weights = None if batch.is_weights is None else rest(batch.is_weights)
     tail = batch.replace(
         input_ids=np.where(real, np.take_along_axis(batch.input_ids, index, axis=1), pad_id).astype(np.int32),
-        attention_mask=real.astype(np.int32), positions=(cut[:, None] + np.arange(columns)).astype(np.int32),
-        loss_mask=rest(batch.loss_mask), loss_weights=rest(batch.loss_weights), old_logprobs=old, is_weights=is_weights,
+        attention_mask=real.astype(np.int32),
+        positions=(cut[:, None] + np.arange(columns)).astype(np.int32),
+        loss_mask=rest(batch.loss_mask),
+        loss_weights=rest(batch.loss_weights),
+        old_logprobs=old,
+        is_weights=is_weights,
     )
     return PromptSplit(prompt_ids, prompt_mask, source, tail)
 

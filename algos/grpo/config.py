@@ -50,8 +50,7 @@ class GRPOConfig:
 
     group_size: int = option(
         8,
-        "Completions sampled per prompt; rollouts without a ``group`` id are grouped in consecutive "
-        "chunks of this size.",
+        "Completions sampled per prompt; rollouts without a ``group`` id are grouped in consecutive chunks of this size.",
     )
     clip_eps_low: float = option(
         0.2,
@@ -63,8 +62,7 @@ class GRPOConfig:
     )
     kl_beta: float = option(
         0.0,
-        "Weight of the k3 KL to the frozen reference policy; 0 disables the reference forward pass "
-        "entirely.",
+        "Weight of the k3 KL to the frozen reference policy; 0 disables the reference forward pass entirely.",
     )
     loss_aggregation: LossAggregation = option(
         "token-mean",
@@ -97,7 +95,7 @@ class GRPOConfig:
         "clip",
         "``clip``: PPO's clipped token ratio (GRPO, DAPO). ``gspo``: one ratio per sequence, "
         "``exp(mean_t(logp - old_logp))``, clipped (GSPO, Zheng et al., 2025; the paper's weighting "
-        "is ``loss_aggregation=\"seq-mean-token-mean\"`` and clip ranges of ~3e-4). ``cispo``: "
+        'is ``loss_aggregation="seq-mean-token-mean"`` and clip ranges of ~3e-4). ``cispo``: '
         "REINFORCE on ``logp`` weighted by the clipped, stop-gradient token ratio, so clipped tokens "
         "keep their gradient (CISPO, MiniMax-M1, 2025).",
     )
@@ -179,8 +177,7 @@ class GRPOConfig:
     )
     temperature: float = option(
         1.0,
-        "Sampling temperature; the learner divides logits by it too, so that the trained distribution"
-        " is the one that was sampled.",
+        "Sampling temperature; the learner divides logits by it too, so that the trained distribution is the one that was sampled.",
     )
     top_p: float = option(
         1.0,
@@ -195,7 +192,7 @@ class GRPOConfig:
         "The dtype the sampler computes rollouts in; ``bfloat16`` samples from a bf16 cast of the "
         "weights (several times the float32 matmul rate on CPUs with AMX or AVX512-BF16, and half the"
         " weight traffic per decode step), its logprobs then differ from float32 ones by bf16 "
-        "rounding (docs/benchmarks.md, \"Samplers\", states by how much), which ``rollout_correction`` can account "
+        'rounding (docs/benchmarks.md, "Samplers", states by how much), which ``rollout_correction`` can account '
         "for. Apart from ``compute_dtype``: the learner's gradients can stay float32 while sampling "
         "runs in bf16.",
     )
@@ -218,8 +215,7 @@ class GRPOConfig:
     )
     lora_targets: tuple[str, ...] = option(
         LORA_TARGETS,
-        "Module names that get an adapter (``--lora-targets q_proj,v_proj``); each must name a linear "
-        "layer of the model.",
+        "Module names that get an adapter (``--lora-targets q_proj,v_proj``); each must name a linear layer of the model.",
     )
     lora_merge: bool = option(
         False,
@@ -256,8 +252,10 @@ class GRPOConfig:
         if self.trainable_layers is not None and self.trainable_layers < 0:
             raise ValueError(f"trainable_layers must be >= 0 or None, got {self.trainable_layers}")
         if self.lora_rank < 0 or self.lora_alpha <= 0 or not self.lora_targets:
-            raise ValueError(f"expected lora_rank >= 0, lora_alpha > 0 and lora targets, got {self.lora_rank}, {self.lora_alpha}, "
-                             f"{list(self.lora_targets)}")
+            raise ValueError(
+                f"expected lora_rank >= 0, lora_alpha > 0 and lora targets, got {self.lora_rank}, {self.lora_alpha}, "
+                f"{list(self.lora_targets)}"
+            )
         if self.lora_rank and self.trainable_layers is not None:
             raise ValueError("lora_rank and trainable_layers exclude each other: LoRA freezes every base weight")
         if self.lora_merge and not self.lora_rank:
@@ -271,9 +269,7 @@ class GRPOConfig:
         if not 0 <= self.soft_overlong_buffer < self.max_new_tokens:
             raise ValueError(f"soft_overlong_buffer must be in [0, max_new_tokens), got {self.soft_overlong_buffer}")
         if self.warmup_steps < 0 or (self.total_steps is not None and self.total_steps < 1):
-            raise ValueError(
-                f"expected warmup_steps >= 0 and total_steps >= 1, got {self.warmup_steps}, {self.total_steps}"
-            )
+            raise ValueError(f"expected warmup_steps >= 0 and total_steps >= 1, got {self.warmup_steps}, {self.total_steps}")
 
     @property
     def lora_scale(self) -> float:

@@ -212,7 +212,11 @@ class BaseLearner(ABC):
         runs = [self.update(padded) for _ in range(config.num_iterations)]
         metrics = {name: float(np.mean([r[name] for r in runs])) for name in runs[0]}
         rewards = batch.rewards[: batch.num_sequences]
-        return metrics | extra | {"stats/tokens": float(batch.token_count), "stats/reward_mean": float(rewards.mean()) if rewards.size else 0.0}
+        return (
+            metrics
+            | extra
+            | {"stats/tokens": float(batch.token_count), "stats/reward_mean": float(rewards.mean()) if rewards.size else 0.0}
+        )
 
     @property
     def row_multiple(self) -> int:
@@ -298,7 +302,9 @@ def check_state(saved: dict[str, np.ndarray], expected: dict[str, tuple[int, ...
     missing, unexpected = sorted(expected.keys() - saved.keys()), sorted(saved.keys() - expected.keys())
     shapes = sorted(k for k in saved.keys() & expected.keys() if tuple(saved[k].shape) != tuple(expected[k]))
     if missing or unexpected or shapes:
-        raise CheckpointMismatch(f"{where} does not match this learner: missing={missing[:5]}, unexpected={unexpected[:5]}, mis-shaped={shapes[:5]}")
+        raise CheckpointMismatch(
+            f"{where} does not match this learner: missing={missing[:5]}, unexpected={unexpected[:5]}, mis-shaped={shapes[:5]}"
+        )
 
 
 def adam_tensors(state: AdamState) -> dict[str, np.ndarray]:
@@ -317,8 +323,9 @@ def read_adam_tensors(tensors: dict[str, np.ndarray], like: AdamState) -> AdamSt
         CheckpointMismatch: A missing, unexpected or mis-shaped tensor (another model, another
             ``trainable_layers``, a checkpoint of another layout).
     """
-    expected = {OPTIMIZER_STEP: ()} | {f"{name}.{moment}": tuple(np.shape(value))
-                                        for name, pair in like[1].items() for moment, value in zip(MOMENTS, pair)}
+    expected = {OPTIMIZER_STEP: ()} | {
+        f"{name}.{moment}": tuple(np.shape(value)) for name, pair in like[1].items() for moment, value in zip(MOMENTS, pair)
+    }
     check_state(tensors, expected, "optimizer state")
     moments = {name: tuple(np.asarray(tensors[f"{name}.{moment}"], np.float32) for moment in MOMENTS) for name in like[1]}
     return int(tensors[OPTIMIZER_STEP]), moments

@@ -90,9 +90,16 @@ def save_adapter(directory: str | os.PathLike, adapters: dict[str, Adapter], con
         tensors |= {name: np.ascontiguousarray(x, np.float32) for name, x in zip(adapter_names(module), (a, b))}
     save_file(tensors, str(directory / ADAPTER_WEIGHTS), metadata={"format": "pt"})
     peft_config = {
-        "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": str(base), "r": config.lora_rank,
-        "lora_alpha": config.lora_alpha, "lora_dropout": 0.0, "bias": "none", "fan_in_fan_out": False,
-        "target_modules": sorted({m.rsplit(".", 1)[-1] for m in adapters}), "inference_mode": True,
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": str(base),
+        "r": config.lora_rank,
+        "lora_alpha": config.lora_alpha,
+        "lora_dropout": 0.0,
+        "bias": "none",
+        "fan_in_fan_out": False,
+        "target_modules": sorted({m.rsplit(".", 1)[-1] for m in adapters}),
+        "inference_mode": True,
     }
     (directory / ADAPTER_CONFIG).write_text(json.dumps(peft_config, indent=2) + "\n", encoding="utf-8")
 
@@ -113,5 +120,7 @@ def load_adapter(directory: str | os.PathLike, expected: dict[str, Adapter]) -> 
     missing, unexpected = sorted(keys.keys() - tensors.keys()), sorted(tensors.keys() - keys.keys())
     shapes = sorted(k for k in keys.keys() & tensors.keys() if tuple(tensors[k].shape) != tuple(keys[k]))
     if missing or unexpected or shapes:
-        raise CheckpointMismatch(f"adapter in {str(directory)!r} does not match: missing={missing[:3]}, unexpected={unexpected[:3]}, mis-shaped={shapes[:3]}")
+        raise CheckpointMismatch(
+            f"adapter in {str(directory)!r} does not match: missing={missing[:3]}, unexpected={unexpected[:3]}, mis-shaped={shapes[:3]}"
+        )
     return {m: tuple(tensors[name] for name in adapter_names(m)) for m in expected}

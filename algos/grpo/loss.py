@@ -65,7 +65,9 @@ def grpo_loss(
     # Off-mask positions may hold anything (padding): zero the log-ratio there so exp stays finite.
     log_ratio = np.where(mask > 0, logprobs - old, 0.0)
     if config.policy_loss == "gspo":  # one length-normalised ratio per sequence
-        log_ratio = np.broadcast_to((mask * log_ratio).sum(axis=1, keepdims=True) / np.maximum(mask.sum(axis=1, keepdims=True), 1.0), mask.shape)
+        log_ratio = np.broadcast_to(
+            (mask * log_ratio).sum(axis=1, keepdims=True) / np.maximum(mask.sum(axis=1, keepdims=True), 1.0), mask.shape
+        )
     ratio = np.exp(log_ratio)
     if config.policy_loss == "cispo":  # REINFORCE weighted by the clipped ratio, a constant
         pg = -np.clip(ratio, low, high) * adv * np.where(mask > 0, logprobs, 0.0)

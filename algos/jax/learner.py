@@ -61,7 +61,10 @@ def make_schedule(config: GRPOConfig) -> optax.Schedule:
 def make_optimizer(config: GRPOConfig) -> optax.GradientTransformation:
     """``clip_by_global_norm`` (unless ``max_grad_norm == 0``) chained with AdamW."""
     adamw = optax.adamw(
-        make_schedule(config), b1=config.adam_beta1, b2=config.adam_beta2, eps=config.adam_eps,
+        make_schedule(config),
+        b1=config.adam_beta1,
+        b2=config.adam_beta2,
+        eps=config.adam_eps,
         weight_decay=config.weight_decay,
     )
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adamw) if config.max_grad_norm > 0 else adamw
@@ -198,10 +201,15 @@ class Learner(BaseLearner):
         arrays = ("input_ids", "attention_mask", "positions", "loss_mask", "loss_weights", "old_logprobs", "is_weights")
         padded = [
             PromptSplit(
-                _pad_prompts(s.prompt_ids, prompts, width, pad), _pad_prompts(s.prompt_mask, prompts, width, 0), s.source,
-                s.rest.replace(**{name: _pad_right(getattr(s.rest, name), columns) for name in arrays},
-                               num_sequences=np.int32(batch.num_sequences), env_errors=np.int32(batch.env_errors),
-                               token_count=np.float32(batch.token_count)),
+                _pad_prompts(s.prompt_ids, prompts, width, pad),
+                _pad_prompts(s.prompt_mask, prompts, width, 0),
+                s.source,
+                s.rest.replace(
+                    **{name: _pad_right(getattr(s.rest, name), columns) for name in arrays},
+                    num_sequences=np.int32(batch.num_sequences),
+                    env_errors=np.int32(batch.env_errors),
+                    token_count=np.float32(batch.token_count),
+                ),
             )
             for s in splits
         ]
@@ -209,8 +217,12 @@ class Learner(BaseLearner):
         if self.mesh is not None:
             replicated = NamedSharding(self.mesh, PartitionSpec())  # prompts are few and any row may read any of them
             rows = lambda x: jax.device_put(x, batch_sharding(self.mesh, x.ndim, 1) if x.ndim >= 2 else replicated)
-            stacked = PromptSplit(jax.device_put(stacked.prompt_ids, replicated), jax.device_put(stacked.prompt_mask, replicated),
-                                  rows(stacked.source), jax.tree.map(rows, stacked.rest))
+            stacked = PromptSplit(
+                jax.device_put(stacked.prompt_ids, replicated),
+                jax.device_put(stacked.prompt_mask, replicated),
+                rows(stacked.source),
+                jax.tree.map(rows, stacked.rest),
+            )
         self._stacked = (batch, stacked)
         return stacked
 

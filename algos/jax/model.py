@@ -148,10 +148,13 @@ class Attention(nnx.Module):
         groups = self.num_heads // self.num_kv_heads
         # Query head h = k * G + g uses KV head k (HF's repeat_kv order).
         q = q.reshape(b, t, self.num_kv_heads, groups, self.head_dim).transpose(0, 2, 3, 1, 4)  # (B, K, G, T, D)
-        out = jnp.concatenate([
-            attend(q[:, :, :, lo:hi], k[:, :, :end], v[:, :, :end], mask[:, lo:hi, :end])
-            for lo, hi, end in causal_chunks(t, mask.shape[-1], cache_index)
-        ], axis=3)  # (B, K, G, T, D)
+        out = jnp.concatenate(
+            [
+                attend(q[:, :, :, lo:hi], k[:, :, :end], v[:, :, :end], mask[:, lo:hi, :end])
+                for lo, hi, end in causal_chunks(t, mask.shape[-1], cache_index)
+            ],
+            axis=3,
+        )  # (B, K, G, T, D)
         out = out.transpose(0, 3, 1, 2, 4).reshape(b, t, -1)
         return self.o_proj(out), cache
 
@@ -199,8 +202,14 @@ class CausalLM(nnx.Module):
         self.layers = nnx.List([DecoderLayer(config, rngs=rngs) for _ in range(config.num_layers)])
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         if not config.tie_embeddings:
-            self.lm_head = nnx.Linear(config.hidden_size, config.vocab_size, use_bias=False, dot_general=dot_general,
-                                      preferred_element_type=jnp.float32, rngs=rngs)
+            self.lm_head = nnx.Linear(
+                config.hidden_size,
+                config.vocab_size,
+                use_bias=False,
+                dot_general=dot_general,
+                preferred_element_type=jnp.float32,
+                rngs=rngs,
+            )
 
     def __call__(
         self,

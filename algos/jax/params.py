@@ -41,8 +41,17 @@ KEY_MAP: tuple[tuple[str, str, bool], ...] = (
 )
 
 # Files copied next to exported weights so the directory stays a complete checkpoint.
-_SIDE_FILES = ("generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-               "vocab.json", "merges.txt", "chat_template.jinja", "tokenizer.model", "added_tokens.json")
+_SIDE_FILES = (
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "chat_template.jinja",
+    "tokenizer.model",
+    "added_tokens.json",
+)
 
 
 def _pattern(template: str) -> re.Pattern[str]:

@@ -76,8 +76,15 @@ class JaxLanguageModel:
             :mod:`textgym.algos.context_cache`. Emptied whenever :attr:`params` is replaced.
     """
 
-    def __init__(self, config: ModelConfig, params: dict, *, path: str | os.PathLike,
-                 sampler_dtype: Literal["float32", "bfloat16"] = "float32", context_cache_mb: float = CONTEXT_CACHE_MB):
+    def __init__(
+        self,
+        config: ModelConfig,
+        params: dict,
+        *,
+        path: str | os.PathLike,
+        sampler_dtype: Literal["float32", "bfloat16"] = "float32",
+        context_cache_mb: float = CONTEXT_CACHE_MB,
+    ):
         check_dtype("sampler_dtype", sampler_dtype)
         self.config = config
         self.path = os.fspath(path)
@@ -165,9 +172,17 @@ class JaxLanguageModel:
         if self.contexts is not None:
             self.contexts.sync(self._weights_version)
         return sampler.generate(
-            self.graphdef, self.sampler_params(), [np.asarray(p, np.int32) for p in prompts], int(max_new_tokens), float(temperature),
-            int(seed), top_p=float(top_p), stop_ids=stop_ids,
-            eos_ids=self.eos_ids if eos_ids is None else tuple(eos_ids), pad_id=self.pad_id, contexts=self.contexts,
+            self.graphdef,
+            self.sampler_params(),
+            [np.asarray(p, np.int32) for p in prompts],
+            int(max_new_tokens),
+            float(temperature),
+            int(seed),
+            top_p=float(top_p),
+            stop_ids=stop_ids,
+            eos_ids=self.eos_ids if eos_ids is None else tuple(eos_ids),
+            pad_id=self.pad_id,
+            contexts=self.contexts,
         )
 
     def release(self, contexts: Sequence[np.ndarray]) -> None:
@@ -181,8 +196,13 @@ class JaxLanguageModel:
         export_params(self.params, self.config, out_dir, source_dir=self.path)
 
 
-def load_policy(path: str | os.PathLike, *, dtype: Literal["float32", "bfloat16"] = "float32",
-                sampler_dtype: Literal["float32", "bfloat16"] = "float32", context_cache_mb: float = CONTEXT_CACHE_MB) -> JaxLanguageModel:
+def load_policy(
+    path: str | os.PathLike,
+    *,
+    dtype: Literal["float32", "bfloat16"] = "float32",
+    sampler_dtype: Literal["float32", "bfloat16"] = "float32",
+    context_cache_mb: float = CONTEXT_CACHE_MB,
+) -> JaxLanguageModel:
     """Load a Llama, Qwen2 or Qwen3 checkpoint directory (``config.json`` + ``*.safetensors``).
 
     Args:

@@ -138,8 +138,9 @@ def cached_slots(distinct: Sequence[np.ndarray], hits: Sequence[Hit], rows: int,
     return past
 
 
-def store_contexts(contexts: ContextCache, cache, rows: Sequence[np.ndarray], tokens: np.ndarray, lengths: np.ndarray,
-                   prompt_len: int) -> None:
+def store_contexts(
+    contexts: ContextCache, cache, rows: Sequence[np.ndarray], tokens: np.ndarray, lengths: np.ndarray, prompt_len: int
+) -> None:
     """Store each row's prompt and sampled ids with their keys and values (every sampled token ran)."""
     layers = jax.device_get(cache)  # per layer (keys, values), each (B, K, S, D)
     for b, prompt in enumerate(rows):
@@ -149,8 +150,23 @@ def store_contexts(contexts: ContextCache, cache, rows: Sequence[np.ndarray], to
 
 
 @partial(jax.jit, static_argnames=("graphdef", "use_top_p", "buffer"), donate_argnames=("cache",))
-def decode(graphdef: nnx.GraphDef, params, cache, kv_mask, logits, next_pos, done, key, max_new, temperature, top_p,
-           stops, pad_id, use_top_p: bool, buffer: int):
+def decode(
+    graphdef: nnx.GraphDef,
+    params,
+    cache,
+    kv_mask,
+    logits,
+    next_pos,
+    done,
+    key,
+    max_new,
+    temperature,
+    top_p,
+    stops,
+    pad_id,
+    use_top_p: bool,
+    buffer: int,
+):
     """Sample up to ``max_new`` tokens into a ``buffer``-long output, one cached step at a time.
 
     Returns:
@@ -235,9 +251,21 @@ def generate(
     done = np.arange(rows) >= n  # batch padding rows never run
     next_pos = mask.sum(axis=1).astype(np.int32)[source]
     tokens, lps, lengths, cache = decode(
-        graphdef, params, cache, kv_mask, logits, next_pos, done, jax.random.key(seed), np.int32(max_new_tokens),
-        np.float32(temperature), np.float32(top_p), stop_matrix(stop_ids, eos_ids), np.int32(pad_id),
-        use_top_p=top_p < 1.0, buffer=buffer,
+        graphdef,
+        params,
+        cache,
+        kv_mask,
+        logits,
+        next_pos,
+        done,
+        jax.random.key(seed),
+        np.int32(max_new_tokens),
+        np.float32(temperature),
+        np.float32(top_p),
+        stop_matrix(stop_ids, eos_ids),
+        np.int32(pad_id),
+        use_top_p=top_p < 1.0,
+        buffer=buffer,
     )
     tokens, lps, lengths = jax.device_get((tokens, lps, lengths))
     if contexts is not None:

@@ -98,7 +98,10 @@ class Learner(BaseLearner):
         self.trained = {lora.checkpoint_name(name): p for name, p in self.model.named_parameters() if p.requires_grad}
         self.params = list(self.trained.values())
         self.optimizer = torch.optim.AdamW(
-            self.params, lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps,
+            self.params,
+            lr=config.lr,
+            betas=(config.adam_beta1, config.adam_beta2),
+            eps=config.adam_eps,
             weight_decay=config.weight_decay,
         )
         self.schedule = make_schedule(config)  # a pure function of the step: nothing to checkpoint
@@ -151,9 +154,7 @@ class Learner(BaseLearner):
 
     def _loss(self, micro: Batch, device: torch.device) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         split = split_prompts(micro, self.policy.pad_id)
-        autocast = (
-            torch.autocast(device.type, dtype=torch.bfloat16) if self.config.compute_dtype == "bfloat16" else nullcontext()
-        )
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16) if self.config.compute_dtype == "bfloat16" else nullcontext()
         with autocast:
             logprobs = continuation_logprobs(self.module, split, self.config.temperature)
             ref = None
@@ -207,10 +208,14 @@ class Learner(BaseLearner):
     def _load_adam_state(self, state: AdamState) -> None:
         step, moments = state
         saved = self.optimizer.state_dict()
-        saved["state"] = {
-            i: {"step": torch.tensor(float(step))} | {m: torch.from_numpy(v) for m, v in zip(MOMENTS, moments[name])}
-            for i, name in enumerate(self.trained)
-        } if step > 0 else {}
+        saved["state"] = (
+            {
+                i: {"step": torch.tensor(float(step))} | {m: torch.from_numpy(v) for m, v in zip(MOMENTS, moments[name])}
+                for i, name in enumerate(self.trained)
+            }
+            if step > 0
+            else {}
+        )
         self.optimizer.load_state_dict(saved)  # moves the moments to each parameter's device and dtype
 
     def _barrier(self) -> None:

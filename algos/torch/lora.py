@@ -26,8 +26,13 @@ def add_lora(model: torch.nn.Module, config: GRPOConfig) -> tuple[torch.nn.Modul
 
     linear = {name: m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
     modules = lora_modules(linear, config.lora_targets)
-    peft_config = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0, bias="none",
-                             target_modules=sorted({m.rsplit(".", 1)[-1] for m in modules}))
+    peft_config = LoraConfig(
+        r=config.lora_rank,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=0.0,
+        bias="none",
+        target_modules=sorted({m.rsplit(".", 1)[-1] for m in modules}),
+    )
     wrapped = get_peft_model(model, peft_config)
     set_adapters(wrapped, init_adapters({m: tuple(linear[m].weight.shape) for m in modules}, config))
     return wrapped, modules

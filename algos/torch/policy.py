@@ -57,8 +57,14 @@ def continuation_logprobs(model: torch.nn.Module, split: PromptSplit, temperatur
 
     prompt_mask, source, rest = tensor(split.prompt_mask), tensor(split.source), split.rest
     cache = DynamicCache(config=getattr(model, "module", model).config)  # DDP keeps the model as .module
-    last = model(input_ids=tensor(split.prompt_ids), attention_mask=prompt_mask, position_ids=(prompt_mask.cumsum(-1) - 1).clamp(min=0),
-                 cache=cache, use_cache=True, logits_to_keep=last_position(prompt_mask.shape[1], device)).logits  # (U, 1, V)
+    last = model(
+        input_ids=tensor(split.prompt_ids),
+        attention_mask=prompt_mask,
+        position_ids=(prompt_mask.cumsum(-1) - 1).clamp(min=0),
+        cache=cache,
+        use_cache=True,
+        logits_to_keep=last_position(prompt_mask.shape[1], device),
+    ).logits  # (U, 1, V)
     cache.reorder_cache(source)
     mask = torch.cat([prompt_mask[source], tensor(rest.attention_mask)], dim=1)
     ids = tensor(rest.input_ids)
@@ -84,8 +90,15 @@ class TorchLanguageModel:
             :mod:`textgym.algos.context_cache`. Emptied whenever the weights change.
     """
 
-    def __init__(self, model: torch.nn.Module, tokenizer, path: str | os.PathLike | None = None, *,
-                 sampler_dtype: ComputeDType = "float32", context_cache_mb: float = CONTEXT_CACHE_MB):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        path: str | os.PathLike | None = None,
+        *,
+        sampler_dtype: ComputeDType = "float32",
+        context_cache_mb: float = CONTEXT_CACHE_MB,
+    ):
         check_dtype("sampler_dtype", sampler_dtype)
         self.contexts = ContextCache(int(context_cache_mb * 2**20)) if context_cache_mb > 0 else None
         self._packed = PackedWeights()  # the sampler's packed linears, kept while the weights stay
@@ -196,9 +209,17 @@ class TorchLanguageModel:
             if self.contexts is not None:
                 self.contexts.sync(weights)
             return generate(
-                model, prompts, int(max_new_tokens), float(temperature), int(seed), top_p=float(top_p),
-                stop_ids=stop_ids, eos_ids=self.eos_ids if eos_ids is None else eos_ids, pad_id=self.pad_id,
-                contexts=self.contexts, packed=self._packed.get(model, len(prompts), weights),
+                model,
+                prompts,
+                int(max_new_tokens),
+                float(temperature),
+                int(seed),
+                top_p=float(top_p),
+                stop_ids=stop_ids,
+                eos_ids=self.eos_ids if eos_ids is None else eos_ids,
+                pad_id=self.pad_id,
+                contexts=self.contexts,
+                packed=self._packed.get(model, len(prompts), weights),
             )
         finally:
             self.model.train(was_training)
@@ -217,8 +238,14 @@ class TorchLanguageModel:
             self.tokenizer.save_pretrained(str(out_dir))
 
 
-def load_policy(path: str | os.PathLike, *, dtype: str = "float32", device: str | torch.device = "cpu",
-                sampler_dtype: ComputeDType = "float32", context_cache_mb: float = CONTEXT_CACHE_MB) -> TorchLanguageModel:
+def load_policy(
+    path: str | os.PathLike,
+    *,
+    dtype: str = "float32",
+    device: str | torch.device = "cpu",
+    sampler_dtype: ComputeDType = "float32",
+    context_cache_mb: float = CONTEXT_CACHE_MB,
+) -> TorchLanguageModel:
     """Load a local Hugging Face causal-LM directory (config.json, safetensors, tokenizer if any).
 
     Args:

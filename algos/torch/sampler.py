@@ -122,8 +122,9 @@ def fill_from_contexts(cache: DynamicCache, distinct: Sequence[np.ndarray], hits
         layer.fill(keys, values)
 
 
-def store_contexts(contexts: ContextCache, cache: DynamicCache, rows: Sequence[np.ndarray], tokens: np.ndarray,
-                   ends: np.ndarray, fed: int, width: int) -> None:
+def store_contexts(
+    contexts: ContextCache, cache: DynamicCache, rows: Sequence[np.ndarray], tokens: np.ndarray, ends: np.ndarray, fed: int, width: int
+) -> None:
     """Store each row's prompt and sampled ids whose keys and values the call computed.
 
     A row's last sampled token ran through the model only if a later step ran (``fed`` steps did).
@@ -173,8 +174,8 @@ def generate(
     ids = torch.full((len(distinct), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(distinct), width), dtype=torch.long)
     for i, p in enumerate(distinct):  # left padding: every row's next token is at the end
-        ids[i, width - len(p):] = torch.as_tensor(np.asarray(p, dtype=np.int64))
-        mask[i, width - len(p):] = 1
+        ids[i, width - len(p) :] = torch.as_tensor(np.asarray(p, dtype=np.int64))
+        mask[i, width - len(p) :] = 1
     ids, mask, source = ids.to(device), mask.to(device), torch.as_tensor(source, dtype=torch.long, device=device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     generator = torch.Generator(device=device).manual_seed(int(seed))
@@ -188,8 +189,14 @@ def generate(
         contexts.prefilled_tokens += sum(min(len(p), new) for p in distinct)
     with packed_linears(model, batch, packed):  # a few rows per product: see textgym.algos.torch.packed
         # A GRPO group repeats one prompt: run each distinct prompt once, then copy its cache per row.
-        out = model(input_ids=ids[:, width - new:], attention_mask=mask, position_ids=positions[:, width - new:], cache=cache,
-                    use_cache=True, logits_to_keep=last_position(new, device))
+        out = model(
+            input_ids=ids[:, width - new :],
+            attention_mask=mask,
+            position_ids=positions[:, width - new :],
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=last_position(new, device),
+        )
         cache.reorder_cache(source)
         logits, mask, positions = out.logits[source], mask[source], positions[source]
         next_pos = positions[:, -1] + 1
@@ -206,7 +213,7 @@ def generate(
             if stops:
                 for i, t in enumerate(tok.tolist()):
                     history[i].append(t)
-                    if not done[i] and any(history[i][-len(s):] == s for s in stops):
+                    if not done[i] and any(history[i][-len(s) :] == s for s in stops):
                         finished[i] = True
             ends[finished.cpu().numpy()] = step + 1
             done = done | finished

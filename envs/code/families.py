@@ -15,9 +15,36 @@ from typing import Any, Literal
 import numpy as np
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
-WORDS = ("apple", "stone", "river", "cloud", "tiger", "lemon", "night", "green", "paper", "orbit",
-         "mango", "delta", "pixel", "amber", "ocean", "eagle", "piano", "raven", "salt", "kite",
-         "elephant", "mountain", "garden", "bicycle", "yellow", "sky", "ant", "marble")
+WORDS = (
+    "apple",
+    "stone",
+    "river",
+    "cloud",
+    "tiger",
+    "lemon",
+    "night",
+    "green",
+    "paper",
+    "orbit",
+    "mango",
+    "delta",
+    "pixel",
+    "amber",
+    "ocean",
+    "eagle",
+    "piano",
+    "raven",
+    "salt",
+    "kite",
+    "elephant",
+    "mountain",
+    "garden",
+    "bicycle",
+    "yellow",
+    "sky",
+    "ant",
+    "marble",
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +77,7 @@ def family(name: str, fmt: Literal["function", "stdio"] = "function"):
 
 # ----- samplers (plain Python values, drawn only from the env's generator) -----
 
+
 def _int(rng, lo, hi) -> int:
     return int(rng.integers(lo, hi + 1))
 
@@ -75,6 +103,7 @@ def _tests(n: int, edge: list[Any], draw: Callable[[], Any]) -> list[Any]:
 
 
 # ----- function families -----
+
 
 @family("sum_multiples")
 def _sum_multiples(rng, n):
@@ -117,8 +146,7 @@ def _caesar(rng, n):
         f"Write a function `caesar(s)` that shifts every lowercase ASCII letter of `s` forward by {k} places in the "
         f"alphabet, wrapping from 'z' to 'a'. All other characters stay unchanged.",
         "caesar",
-        "def caesar(s):\n"
-        f"    return ''.join(chr((ord(c) - 97 + {k}) % 26 + 97) if 'a' <= c <= 'z' else c for c in s)\n",
+        f"def caesar(s):\n    return ''.join(chr((ord(c) - 97 + {k}) % 26 + 97) if 'a' <= c <= 'z' else c for c in s)\n",
         _tests(n, [[""], ["xyz A!"]], lambda: [_word(rng, 0, 12, LETTERS + " .,!AB")]),
     )
 
@@ -260,8 +288,7 @@ def _long_word_lengths(rng, n):
 def _count_chars(rng, n):
     chars = "".join(sorted(str(c) for c in rng.choice(list(LETTERS), size=_int(rng, 2, 5), replace=False)))
     return Problem(
-        f"Write a function `count_chars(s)` that returns how many characters of `s` are one of {chars!r} "
-        f"(lowercase only).",
+        f"Write a function `count_chars(s)` that returns how many characters of `s` are one of {chars!r} (lowercase only).",
         "count_chars",
         f"def count_chars(s):\n    return sum(1 for c in s if c in {chars!r})\n",
         _tests(n, [[""]], lambda: [_word(rng, 0, 15)]),
@@ -271,9 +298,11 @@ def _count_chars(rng, n):
 @family("transpose_scale")
 def _transpose_scale(rng, n):
     k = _int(rng, 2, 5)
+
     def grid():
         rows, cols = _int(rng, 1, 4), _int(rng, 1, 4)
         return [[_int(rng, -9, 9) for _ in range(cols)] for _ in range(rows)]
+
     return Problem(
         f"Write a function `transpose_scale(m)` that returns the transpose of the rectangular matrix `m` (a "
         f"non-empty list of equal-length rows) with every entry multiplied by {k}.",
@@ -287,8 +316,7 @@ def _transpose_scale(rng, n):
 def _pairs_divisible(rng, n):
     k = _int(rng, 2, 6)
     return Problem(
-        f"Write a function `pairs_divisible(xs)` that returns the number of index pairs i < j such that "
-        f"xs[i] + xs[j] is divisible by {k}.",
+        f"Write a function `pairs_divisible(xs)` that returns the number of index pairs i < j such that xs[i] + xs[j] is divisible by {k}.",
         "pairs_divisible",
         "def pairs_divisible(xs):\n    n = len(xs)\n"
         f"    return sum(1 for i in range(n) for j in range(i + 1, n) if (xs[i] + xs[j]) % {k} == 0)\n",
@@ -301,8 +329,7 @@ def _longest_run(rng, n):
     strict = bool(rng.integers(2))
     word, op = ("strictly increasing", ">") if strict else ("non-decreasing", ">=")
     return Problem(
-        f"Write a function `longest_run(xs)` that returns the length of the longest contiguous {word} run in "
-        f"`xs` (0 for an empty list).",
+        f"Write a function `longest_run(xs)` that returns the length of the longest contiguous {word} run in `xs` (0 for an empty list).",
         "longest_run",
         "def longest_run(xs):\n    best = cur = 0\n    for i, x in enumerate(xs):\n"
         f"        cur = cur + 1 if i and x {op} xs[i - 1] else 1\n        best = max(best, cur)\n    return best\n",
@@ -486,6 +513,7 @@ def _char_histogram(rng, n):
 
 # ----- stdin/stdout families -----
 
+
 @family("stdio_sum_squares", "stdio")
 def _sum_squares(rng, n):
     m = _int(rng, 7, 997)
@@ -513,10 +541,12 @@ def _reverse_words(rng, n):
 @family("stdio_grid_count", "stdio")
 def _grid_count(rng, n):
     c = str(rng.choice(list("#*@")))
+
     def grid():
         rows, cols = _int(rng, 1, 5), _int(rng, 1, 6)
         lines = ["".join(str(rng.choice([c, "."])) for _ in range(cols)) for _ in range(rows)]
         return f"{rows} {cols}\n" + "\n".join(lines) + "\n"
+
     return Problem(
         f"Read from standard input: a line with two integers r and c, then r lines of c characters. Print how "
         f"many characters of the grid are {c!r}, then on a second line the index (0-based) of the row with the "

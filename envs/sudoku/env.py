@@ -360,10 +360,7 @@ class SudokuEnv(TextEnv):
         """The solution with each blank replaced by a random digit with probability ``noise``;
         the generator is seeded by the puzzle, so the answer is a function of the task."""
         rng = np.random.default_rng(list(self.puzzle))
-        return [
-            s if given or rng.random() >= noise else int(rng.integers(1, self._n + 1))
-            for given, s in zip(self.puzzle, self.solution)
-        ]
+        return [s if given or rng.random() >= noise else int(rng.integers(1, self._n + 1)) for given, s in zip(self.puzzle, self.solution)]
 
     def _placeable(self, i: int) -> bool:
         """Whether the solution digit of cell ``i`` is legal now (the board never holds a conflict,
@@ -407,9 +404,7 @@ class SudokuEnv(TextEnv):
             "solution": grid.to_string(self.solution),
         }
 
-    def _end(
-        self, messages: list, ok: bool, by: str, reason: str, before: float, errors: list[str], board: str | None = None
-    ) -> Outcome:
+    def _end(self, messages: list, ok: bool, by: str, reason: str, before: float, errors: list[str], board: str | None = None) -> Outcome:
         """Finish the episode: the verdict message, the terminal reward and the verification."""
         if ok:  # an accepted <answer> grid becomes the board, so the last message shows the solution
             self._correct = self._blank_count

@@ -42,9 +42,7 @@ def parse_puzzle(puzzle: object) -> tuple[int, list[int]]:
         elif ch.isascii() and ch.isdigit() and 1 <= int(ch) <= size:
             cells.append(int(ch))
         else:
-            raise InvalidTask(
-                f"puzzle character {pos + 1} is {ch!r}; a {size}x{size} puzzle uses 1-{size} and '.' or '0' for blanks"
-            )
+            raise InvalidTask(f"puzzle character {pos + 1} is {ch!r}; a {size}x{size} puzzle uses 1-{size} and '.' or '0' for blanks")
     conflict = first_conflict(cells, size)
     if conflict is not None:
         d, kind, a, b = conflict
@@ -69,8 +67,7 @@ def solve_pinned(cells: Sequence[int], size: int) -> tuple[list[int], bool]:
         count, solution = count_solutions(cells, size, limit=2, budget=PINNED_SEARCH_BUDGET)
     except SearchBudgetExceeded:
         raise InvalidTask(
-            f"the puzzle could not be solved within the search budget ({PINNED_SEARCH_BUDGET} boards); "
-            "pin a better-constrained puzzle"
+            f"the puzzle could not be solved within the search budget ({PINNED_SEARCH_BUDGET} boards); pin a better-constrained puzzle"
         ) from None
     if solution is None:
         raise InvalidTask("the puzzle has no solution")

@@ -57,9 +57,7 @@ def geometry(size: int) -> Geometry:
     col = tuple(i % size for i in range(n))
     box = tuple((row[i] // br) * (size // bc) + col[i] // bc for i in range(n))
     members = [[[i for i in range(n) if table[i] == k] for k in range(size)] for table in (row, col, box)]
-    units = tuple(
-        tuple(tuple(members[kind][table[i]]) for kind, table in enumerate((row, col, box))) for i in range(n)
-    )
+    units = tuple(tuple(tuple(members[kind][table[i]]) for kind, table in enumerate((row, col, box))) for i in range(n))
     full = (1 << size) - 1
     popcount = tuple(bin(m).count("1") for m in range(full + 1))
     return Geometry(size, br, bc, row, col, box, units, full, popcount)

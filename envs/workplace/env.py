@@ -157,9 +157,7 @@ class WorkplaceEnv(TextEnv):
     def respond(self, turn: ParsedTurn) -> Outcome:
         if not turn.tool_calls:
             success, verification = self.verify()
-            verdict = (
-                "The request was fulfilled." if success else f"The request was not fulfilled: {verification['reason']}."
-            )
+            verdict = "The request was fulfilled." if success else f"The request was not fulfilled: {verification['reason']}."
             return Outcome(
                 messages=[user(verdict + " The episode is over.")],
                 reward=float(success),

@@ -107,6 +107,7 @@ class WordIndex:
                 found = [p for p in found if k in texts[p]]
         return found
 
+
 class Where(Protocol):
     """What :meth:`SessionRows.read` needs of a search's filter (``tools.records.SearchFilter``)."""
 
@@ -176,9 +177,7 @@ class SessionRows:
             self._overlays[table.name] = written, skip, [p for p in range(len(index.records)) if p not in skip]
         return self._overlays[table.name]
 
-    def read(
-        self, table: S.Table, where: Where, offset: int, limit: int | None
-    ) -> tuple[int, list[dict[str, Any]], list[str] | None]:
+    def read(self, table: S.Table, where: Where, offset: int, limit: int | None) -> tuple[int, list[dict[str, Any]], list[str] | None]:
         """The number of matches, the matches ``offset`` to ``offset + limit`` (all without a
         limit) in order, and their JSON texts where the rows came from the index (else None)."""
         end = None if limit is None else offset + limit
@@ -201,9 +200,7 @@ class SessionRows:
         found = {r[0]: r[1:] for r in self.db.execute(sql, ids)} if ids else {}
         return total, [dict(zip(table.names, found[i])) for i in ids], None
 
-    def _from_index(
-        self, table: S.Table, where: Where, offset: int, end: int | None
-    ) -> tuple[int, list[dict[str, Any]], list[str]]:
+    def _from_index(self, table: S.Table, where: Where, offset: int, end: int | None) -> tuple[int, list[dict[str, Any]], list[str]]:
         """:meth:`read` from the world's index: its rows as built, and the rows this session wrote.
 
         The index holds the untouched rows in order and finds the words; SQL only tells which

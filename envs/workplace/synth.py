@@ -99,9 +99,7 @@ def emails(rng: np.random.Generator, staff: list[tuple[str, str]], n_in: int = 2
         other = staff[int(rng.integers(len(staff)))][1]
         subject, body = MAIL_TOPICS[int(rng.integers(len(MAIL_TOPICS)))]
         day = _day(rng, START, S.TODAY - timedelta(days=1))
-        when = datetime(
-            day.year, day.month, day.day, int(rng.integers(9, 17)), int(rng.integers(60)), int(rng.integers(60))
-        )
+        when = datetime(day.year, day.month, day.day, int(rng.integers(9, 17)), int(rng.integers(60)), int(rng.integers(60)))
         sender, recipient = (S.USER_EMAIL, other) if outbox else (other, S.USER_EMAIL)
         rows.append(("outbox" if outbox else "inbox", sender, recipient, subject, S.fmt_datetime(when), body))
     rows.sort(key=lambda r: r[4])

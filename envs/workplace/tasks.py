@@ -49,9 +49,7 @@ def select_templates(categories: Sequence[str] | None = None, difficulty: str | 
     if difficulty is not None and difficulty not in DIFFICULTIES:
         raise ValueError(f"difficulty must be one of {list(DIFFICULTIES)}, got {difficulty!r}")
     pool = tuple(
-        t
-        for t in TEMPLATES
-        if (categories is None or t.category in categories) and (difficulty is None or t.difficulty == difficulty)
+        t for t in TEMPLATES if (categories is None or t.category in categories) and (difficulty is None or t.difficulty == difficulty)
     )
     if not pool:
         raise ValueError(f"no template has category in {categories} and difficulty {difficulty!r}")
@@ -99,9 +97,7 @@ def task_from_dict(d: Mapping[str, Any]) -> Task:
         calls = ground_truth_calls(task.answer or [])
         if not isinstance(task.data.get("query"), str):
             raise InvalidTask("a workplace task record needs data['query'] as a string")
-        meta = {"category": "pinned", "difficulty": "unknown", "noop": not calls, "num_calls": len(calls)} | dict(
-            task.metadata
-        )
+        meta = {"category": "pinned", "difficulty": "unknown", "noop": not calls, "num_calls": len(calls)} | dict(task.metadata)
         return Task(task.id, dict(task.data), calls, meta)
     if "responses_create_params" in d:
         return _from_nemo(d)
@@ -116,9 +112,7 @@ def _from_nemo(d: Mapping[str, Any]) -> Task:
     if isinstance(messages, str):
         query = messages
     elif isinstance(messages, Sequence):
-        query = "\n".join(
-            _text(m.get("content")) for m in messages if isinstance(m, Mapping) and m.get("role") == "user"
-        )
+        query = "\n".join(_text(m.get("content")) for m in messages if isinstance(m, Mapping) and m.get("role") == "user")
     else:
         raise InvalidTask("responses_create_params.input must be a string or a list of messages")
     if not query.strip():

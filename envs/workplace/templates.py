@@ -178,9 +178,7 @@ def delete_from_subject(f: Facts, rng):
     m = pick(rng, f.inbox)
     hits = [x for x in f.inbox_by_sender[m["sender"]] if x["subject"] == m["subject"]]
     p = f.by_email[m["sender"]]
-    return {"name": p.name, "first": p.first, "subject": m["subject"]}, [
-        call("email_delete_email", email_id=x["email_id"]) for x in hits
-    ]
+    return {"name": p.name, "first": p.first, "subject": m["subject"]}, [call("email_delete_email", email_id=x["email_id"]) for x in hits]
 
 
 @template(
@@ -281,9 +279,7 @@ def create_event(f: Facts, rng):
     start = f"{day} {hour:02d}:{pick(rng, ('00', '30'))}:00"
     event = pick(rng, EVENT_NAMES)
     params = {"name": p.name, "first": p.first, "date": day, "time": start[11:16], "duration": duration, "event": event}
-    return params, [
-        call("calendar_create_event", event_name=event, participant_email=p.email, event_start=start, duration=duration)
-    ]
+    return params, [call("calendar_create_event", event_name=event, participant_email=p.email, event_start=start, duration=duration)]
 
 
 @template(
@@ -417,11 +413,7 @@ def cancel_series(f: Facts, rng):
     if not f.future_events:
         return None
     e = pick(rng, f.future_events)
-    hits = [
-        x
-        for x in f.future_events
-        if x["event_name"] == e["event_name"] and x["participant_email"] == e["participant_email"]
-    ]
+    hits = [x for x in f.future_events if x["event_name"] == e["event_name"] and x["participant_email"] == e["participant_email"]]
     p = f.by_email[e["participant_email"]]
     return {"event": e["event_name"], "name": p.name, "first": p.first}, [
         call("calendar_delete_event", event_id=x["event_id"]) for x in hits
@@ -473,9 +465,7 @@ def plot_many(f: Facts, rng):
     kind = pick(rng, S.PLOT_TYPES)
     labels = [VALUE_LABELS[v] for v in values]
     params = {"plot_type": kind, "labels": listing(labels), "start": lo, "end": hi}
-    return params, [
-        call("analytics_create_plot", time_min=lo, time_max=hi, value_to_plot=v, plot_type=kind) for v in values
-    ]
+    return params, [call("analytics_create_plot", time_min=lo, time_max=hi, value_to_plot=v, plot_type=kind) for v in values]
 
 
 @template(
@@ -504,9 +494,7 @@ def plot_top_source(f: Facts, rng):
     if counts[0][0] == counts[1][0]:
         return None
     value = "visits_" + counts[0][1].replace(" ", "_")
-    return {"start": lo, "end": hi}, [
-        call("analytics_create_plot", time_min=lo, time_max=hi, value_to_plot=value, plot_type="line")
-    ]
+    return {"start": lo, "end": hi}, [call("analytics_create_plot", time_min=lo, time_max=hi, value_to_plot=value, plot_type="line")]
 
 
 @template(

@@ -55,16 +55,11 @@ def _group_of_drawn(rng, rows: list[dict], match, same: tuple[str, ...]) -> list
 
 
 def _move_tasks(tasks: list[dict], list_name: str) -> list[dict]:
-    return [
-        call("project_management_update_task", task_id=x["task_id"], field="list_name", new_value=list_name)
-        for x in tasks
-    ]
+    return [call("project_management_update_task", task_id=x["task_id"], field="list_name", new_value=list_name) for x in tasks]
 
 
 def _open_tasks(f: Facts, email: str, board: str) -> list[dict]:
-    return [
-        t for t in f.tasks if t["assigned_to_email"] == email and t["board"] == board and t["list_name"] != "Completed"
-    ]
+    return [t for t in f.tasks if t["assigned_to_email"] == email and t["board"] == board and t["list_name"] != "Completed"]
 
 
 # ----- project management -----
@@ -193,8 +188,7 @@ def hand_over_tasks(f: Facts, rng):
     q = f.person(rng, exclude=(p.email,))
     params = {"name": p.name, "first": p.first, "board": board, "other": q.name, "other_first": q.first}
     return params, [
-        call("project_management_update_task", task_id=x["task_id"], field="assigned_to_email", new_value=q.email)
-        for x in hits
+        call("project_management_update_task", task_id=x["task_id"], field="assigned_to_email", new_value=q.email) for x in hits
     ]
 
 
@@ -206,9 +200,7 @@ def hand_over_tasks(f: Facts, rng):
 )
 def overdue_backlog(f: Facts, rng):
     today = S.TODAY.isoformat()
-    hits = _group_of_drawn(
-        rng, f.tasks, lambda x: x["list_name"] == "Backlog" and x["due_date"] < today, ("assigned_to_email",)
-    )
+    hits = _group_of_drawn(rng, f.tasks, lambda x: x["list_name"] == "Backlog" and x["due_date"] < today, ("assigned_to_email",))
     if hits is None:
         return None
     p = f.by_email[hits[0]["assigned_to_email"]]
@@ -247,9 +239,7 @@ def create_tasks_many(f: Facts, rng):
 )
 def noop_reviews(f: Facts, rng):
     p, board = f.person(rng), pick(rng, S.BOARDS)
-    if any(
-        x["assigned_to_email"] == p.email and x["board"] == board and x["list_name"] == "In Review" for x in f.tasks
-    ):
+    if any(x["assigned_to_email"] == p.email and x["board"] == board and x["list_name"] == "In Review" for x in f.tasks):
         return None
     return {"name": p.name, "first": p.first, "board": board}, []
 
@@ -339,9 +329,7 @@ def delete_customer(f: Facts, rng):
     c = _customer(f, rng)
     if c is None:
         return None
-    return {"customer": c["customer_name"]}, [
-        call("customer_relationship_manager_delete_customer", customer_id=c["customer_id"])
-    ]
+    return {"customer": c["customer_name"]}, [call("customer_relationship_manager_delete_customer", customer_id=c["customer_id"])]
 
 
 @template(
@@ -414,10 +402,7 @@ def reassign_book(f: Facts, rng):
 )
 def noop_proposals(f: Facts, rng):
     p, product = f.person(rng), pick(rng, S.PRODUCTS)
-    if any(
-        x["assigned_to_email"] == p.email and x["product_interest"] == product and x["status"] == "Proposal"
-        for x in f.customers
-    ):
+    if any(x["assigned_to_email"] == p.email and x["product_interest"] == product and x["status"] == "Proposal" for x in f.customers):
         return None
     return {"name": p.name, "first": p.first, "product": product}, []
 
@@ -480,11 +465,7 @@ def cancel_day_notify(f: Facts, rng):
     calls = []
     for e in events:
         calls.append(call("calendar_delete_event", event_id=e["event_id"]))
-        calls.append(
-            call(
-                "email_send_email", recipient=e["participant_email"], subject=f"Cancelled: {e['event_name']}", body=body
-            )
-        )
+        calls.append(call("email_send_email", recipient=e["participant_email"], subject=f"Cancelled: {e['event_name']}", body=body))
     return {"date": day, "body": body}, calls
 
 

@@ -78,9 +78,7 @@ def _changes(table: S.Table, before: dict, after: dict) -> tuple[set, int, Count
         return set(), 0, added - removed, removed - added
     kinds = [k for _, k in table.columns if k != "id"]
     norm = lambda row: tuple(normalize(k, v) for k, v in zip(kinds, row))
-    touched = {
-        k for k, row in before.items() if after.get(k) != row and (k not in after or norm(after[k]) != norm(row))
-    }
+    touched = {k for k, row in before.items() if after.get(k) != row and (k not in after or norm(after[k]) != norm(row))}
     created = sum(1 for k in after if k not in before)
     return touched, created, Counter(), Counter()
 

@@ -25,10 +25,7 @@ class Visits:
     """
 
     def __init__(self, db: sqlite3.Connection):
-        sql = (
-            "SELECT date_of_visit, traffic_source, count(*), sum(user_engaged = 1) "
-            "FROM analytics GROUP BY date_of_visit, traffic_source"
-        )
+        sql = "SELECT date_of_visit, traffic_source, count(*), sum(user_engaged = 1) FROM analytics GROUP BY date_of_visit, traffic_source"
         groups = db.execute(sql).fetchall()
         self.days: list[str] = sorted({g[0] for g in groups})
         at = {d: i for i, d in enumerate(self.days)}

@@ -69,9 +69,7 @@ class World:
         self.visits = Visits(db)  # the analytics tools' counts (see visits.py)
         db.close()
         self.people: list[tuple[str, str]] = [
-            (r["name"], r["email_address"])
-            for r in self.rows["company_directory"]
-            if r["email_address"] != S.USER_EMAIL
+            (r["name"], r["email_address"]) for r in self.rows["company_directory"] if r["email_address"] != S.USER_EMAIL
         ]
         self._initial: dict[str, dict[Any, tuple]] = {}
 
@@ -104,10 +102,7 @@ class World:
     def initial(self, table: S.Table) -> dict[Any, tuple]:
         """The pristine rows of a table keyed by id (by position without one), compared columns only."""
         if table.name not in self._initial:
-            rows = [
-                (r.get(table.id_column, i), tuple(r[c] for c in table.compared))
-                for i, r in enumerate(self.rows[table.name])
-            ]
+            rows = [(r.get(table.id_column, i), tuple(r[c] for c in table.compared)) for i, r in enumerate(self.rows[table.name])]
             self._initial[table.name] = dict(rows)
         return self._initial[table.name]
 

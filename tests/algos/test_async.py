@@ -29,8 +29,10 @@ def test_sampling_runs_k_steps_ahead_deterministically_and_resumes(model_dir, tm
     assert not any(k.startswith("async/") for r in sync for k in r)
     assert [r["async/staleness_max"] for r in ahead[1:]] == [0.0, 1.0, 2.0, 2.0]  # step s sampled by version max(s - 2, 0)
     assert all(r["async/staleness_mean"] <= r["async/staleness_max"] <= 2 and r["async/wait_s"] >= 0 for r in ahead[1:])
-    versions = [{json.loads(line)["policy_version"] for line in (tmp_path / "ahead" / "rollouts" / f"step_{s:06d}.jsonl").open()}
-                for s in range(1, 5)]
+    versions = [
+        {json.loads(line)["policy_version"] for line in (tmp_path / "ahead" / "rollouts" / f"step_{s:06d}.jsonl").open()}
+        for s in range(1, 5)
+    ]
     assert versions == [{0}, {0}, {0}, {1}]
     # step 1 is sampled by the same weights either way: the same episodes and (to float rounding:
     # the update ran next to the sampler's kernels) the same update

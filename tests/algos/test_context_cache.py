@@ -158,9 +158,9 @@ def test_collect_with_reuse_records_the_same_rollouts(model_dir, backend):
     tokenizer, template = load_tokenizer(model_dir), tiny.compact_chat_template()
 
     def rollouts(policy):
-        venv = gym.vector.SyncVectorEnv([
-            (lambda t=t: TokenObservation(CountdownEnv(max_turns=t), tokenizer, chat_template=template)) for t in (1, 3, 2, 3)
-        ])
+        venv = gym.vector.SyncVectorEnv(
+            [(lambda t=t: TokenObservation(CountdownEnv(max_turns=t), tokenizer, chat_template=template)) for t in (1, 3, 2, 3)]
+        )
         try:
             return collect(venv, ModelPolicy(policy, max_new_tokens=8, seed=3), seeds=[0, 1, 2], group_size=2)
         finally:

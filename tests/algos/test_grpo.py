@@ -26,10 +26,19 @@ MODES = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "constant"]
 
 def rollout(ids, mask, reward=0.0, logprobs=None, group=None, truncated=False):
     return Rollout(
-        env_id="e", task_id="t", seed=0, messages=[], reward=reward, success=reward > 0, turns=1,
-        terminated=not truncated, truncated=truncated,
-        token_ids=np.asarray(ids, dtype=np.int32), loss_mask=np.asarray(mask, dtype=np.int8),
-        logprobs=None if logprobs is None else np.asarray(logprobs, dtype=np.float32), group=group,
+        env_id="e",
+        task_id="t",
+        seed=0,
+        messages=[],
+        reward=reward,
+        success=reward > 0,
+        turns=1,
+        terminated=not truncated,
+        truncated=truncated,
+        token_ids=np.asarray(ids, dtype=np.int32),
+        loss_mask=np.asarray(mask, dtype=np.int8),
+        logprobs=None if logprobs is None else np.asarray(logprobs, dtype=np.float32),
+        group=group,
     )
 
 
@@ -103,8 +112,10 @@ def test_group_ids_from_records_or_consecutive_chunks():
 
 def test_pack_shapes_buckets_and_padding():
     cfg = GRPOConfig(group_size=2, micro_batch_size=4, max_length=64)
-    rs = [rollout([1, 2, 3, 4, 5], [0, 0, 1, 1, 1], 1.0, [0, 0, -1, -2, -3], group=0),
-          rollout([1, 2, 3, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9], [0, 0, 0] + [1] * 15, 0.0, [0.0] * 3 + [-0.5] * 15, group=0)]
+    rs = [
+        rollout([1, 2, 3, 4, 5], [0, 0, 1, 1, 1], 1.0, [0, 0, -1, -2, -3], group=0),
+        rollout([1, 2, 3, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9], [0, 0, 0] + [1] * 15, 0.0, [0.0] * 3 + [-0.5] * 15, group=0),
+    ]
     b = pack(rs, cfg, pad_id=0)
     assert b.shape == (4, 32)  # rows padded to micro_batch_size, 18 tokens bucketed to 32
     assert b.input_ids.dtype == np.int32 and b.loss_mask.dtype == np.float32
@@ -306,5 +317,9 @@ def test_trainable_layers_is_validated_and_names_what_trains():
     assert GRPOConfig(trainable_layers=0).trainable_layers == 0
     assert is_trainable("model.embed_tokens.weight", 4, None)
     # Zero layers: only what sits above the last layer (final norm, an untied head) trains.
-    assert [is_trainable(n, 4, 0) for n in ("model.layers.3.mlp.up_proj.weight", "model.norm.weight", "lm_head.weight")] == [False, True, True]
+    assert [is_trainable(n, 4, 0) for n in ("model.layers.3.mlp.up_proj.weight", "model.norm.weight", "lm_head.weight")] == [
+        False,
+        True,
+        True,
+    ]
     assert is_trainable("model.layers.0.self_attn.q_proj.weight", 4, 4) and not is_trainable("model.embed_tokens.weight", 4, 4)

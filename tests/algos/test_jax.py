@@ -35,14 +35,31 @@ from textgym.rollout import Rollout
 
 REPO = str(Path(__file__).resolve().parents[2])
 VOCAB = 61
-SIZES = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-             num_key_value_heads=2, eos_token_id=3, pad_token_id=0, bos_token_id=1)
+SIZES = dict(
+    vocab_size=VOCAB,
+    hidden_size=32,
+    intermediate_size=48,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    eos_token_id=3,
+    pad_token_id=0,
+    bos_token_id=1,
+)
 FAMILIES = {
     # Llama 3.1 RoPE scaling with a short original context, so the scaled bands matter; all biases on.
     "llama": lambda **kw: transformers.LlamaConfig(
-        **SIZES | kw, attention_bias=True, mlp_bias=True,
-        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                      "original_max_position_embeddings": 8}),
+        **SIZES | kw,
+        attention_bias=True,
+        mlp_bias=True,
+        rope_scaling={
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8,
+        },
+    ),
     "qwen2": lambda **kw: transformers.Qwen2Config(**SIZES | kw, tie_word_embeddings=True),  # q/k/v bias, tied head
     "qwen3": lambda **kw: transformers.Qwen3Config(**SIZES | kw, head_dim=16),  # q/k norm, head_dim != hidden/heads
 }
@@ -112,9 +129,11 @@ def test_logprobs_equal_transformers(checkpoints, family):
 
 @pytest.mark.parametrize(
     "rope",
-    [{"rope_type": "default"}, {"rope_type": "linear", "factor": 4.0},
-     {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-      "original_max_position_embeddings": 64}],
+    [
+        {"rope_type": "default"},
+        {"rope_type": "linear", "factor": 4.0},
+        {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
+    ],
 )
 def test_rope_frequencies_equal_transformers(rope):
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
@@ -220,8 +239,9 @@ def test_greedy_matches_transformers_generate(family, small, checkpoints):
     ids, _ = load_policy(path).generate(ps, 10, 0.0, 0, eos_ids=())
     for p, out in zip(ps, ids):
         with torch.no_grad():
-            ref = model.generate(torch.tensor(p[None], dtype=torch.long), max_new_tokens=10, do_sample=False,
-                                 eos_token_id=None, pad_token_id=0)
+            ref = model.generate(
+                torch.tensor(p[None], dtype=torch.long), max_new_tokens=10, do_sample=False, eos_token_id=None, pad_token_id=0
+            )
         np.testing.assert_array_equal(out, ref[0, len(p) :].numpy())
 
 
@@ -260,8 +280,9 @@ def test_batching_and_top_p_keep_greedy_results(policy):
 def test_sampled_frequencies_follow_the_tempered_nucleus_distribution(temperature, top_p):
     logits = jnp.log(jnp.array([0.5, 0.25, 0.15, 0.1, 0.0]))
     rows = 20000
-    tokens, lps = sampler.sample_token(jnp.tile(logits, (rows, 1)), jax.random.key(0), jnp.float32(temperature),
-                                       jnp.float32(top_p), top_p < 1)
+    tokens, lps = sampler.sample_token(
+        jnp.tile(logits, (rows, 1)), jax.random.key(0), jnp.float32(temperature), jnp.float32(top_p), top_p < 1
+    )
     p = np.exp(np.asarray(jax.nn.log_softmax(logits / temperature)))
     np.testing.assert_allclose(np.asarray(lps), np.log(p[np.asarray(tokens)]), rtol=1e-5)
     if top_p < 1:  # the mass before the third token is 0.75 >= 0.7: only the first two survive
@@ -307,9 +328,23 @@ def test_jax_loss_equals_the_numpy_reference(mode):
     for i in range(8):
         n = int(rng.integers(4, 20))
         mask = (np.arange(n) >= int(rng.integers(1, n))).astype(np.int8)
-        rollouts.append(Rollout("e", "t", 0, [], float(rng.random()), False, 1, True, False,
-                                token_ids=rng.integers(1, 50, n), loss_mask=mask,
-                                logprobs=-rng.random(n) * mask, group=i // 4))
+        rollouts.append(
+            Rollout(
+                "e",
+                "t",
+                0,
+                [],
+                float(rng.random()),
+                False,
+                1,
+                True,
+                False,
+                token_ids=rng.integers(1, 50, n),
+                loss_mask=mask,
+                logprobs=-rng.random(n) * mask,
+                group=i // 4,
+            )
+        )
     b = pack(rollouts, cfg, pad_id=0)
     lp = (b.old_logprobs + rng.normal(0, 0.4, b.shape) * b.loss_mask).astype(np.float32)
     ref = (b.old_logprobs + rng.normal(0, 0.4, b.shape) * b.loss_mask).astype(np.float32)
@@ -327,9 +362,23 @@ def rollouts_from(policy, seed, n_groups=2, group_size=4, new=6):
     ids, lps = policy.generate(ps, new, 1.0, seed, eos_ids=())
     out = []
     for i, (p, o, lp) in enumerate(zip(ps, ids, lps)):
-        out.append(Rollout("e", "t", 0, [], float(o[0] % 2), False, 1, True, False,
-                           token_ids=np.concatenate([p, o]), loss_mask=np.r_[np.zeros(len(p)), np.ones(len(o))].astype(np.int8),
-                           logprobs=np.r_[np.zeros(len(p)), lp].astype(np.float32), group=i // group_size))
+        out.append(
+            Rollout(
+                "e",
+                "t",
+                0,
+                [],
+                float(o[0] % 2),
+                False,
+                1,
+                True,
+                False,
+                token_ids=np.concatenate([p, o]),
+                loss_mask=np.r_[np.zeros(len(p)), np.ones(len(o))].astype(np.int8),
+                logprobs=np.r_[np.zeros(len(p)), lp].astype(np.float32),
+                group=i // group_size,
+            )
+        )
     return out
 
 
@@ -441,7 +490,10 @@ _SHARDED = textwrap.dedent(
 
 @pytest.mark.slow  # 20 CPU-seconds measured: two compilations of the sharded train step
 def test_sharded_step_equals_single_device_step(tiny):
-    env = os.environ | {"PYTHONPATH": REPO, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4",
-                        "JAX_PLATFORMS": "cpu"}
+    env = os.environ | {
+        "PYTHONPATH": REPO,
+        "XLA_FLAGS": os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4",
+        "JAX_PLATFORMS": "cpu",
+    }
     result = subprocess.run([sys.executable, "-c", _SHARDED, tiny], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]

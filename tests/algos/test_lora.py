@@ -24,8 +24,19 @@ from textgym.algos.torch.lora import get_adapters
 
 from .test_parity import SMALL, rollouts
 
-CONFIG = GRPOConfig(group_size=4, micro_batch_size=4, lr=1e-3, kl_beta=0.05, max_length=64, max_grad_norm=0.0,
-                    lora_rank=4, lora_alpha=8.0, lora_targets=("q_proj", "v_proj", "down_proj"), lora_merge=True, seed=3)
+CONFIG = GRPOConfig(
+    group_size=4,
+    micro_batch_size=4,
+    lr=1e-3,
+    kl_beta=0.05,
+    max_length=64,
+    max_grad_norm=0.0,
+    lora_rank=4,
+    lora_alpha=8.0,
+    lora_targets=("q_proj", "v_proj", "down_proj"),
+    lora_merge=True,
+    seed=3,
+)
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +117,9 @@ def test_checkpoints_restore_the_adapter_and_optimiser(trained, tmp_path):
     t.save(tmp_path / "t")
     other = torch_backend.Learner(torch_backend.load_policy(trained["t"].policy.path), CONFIG)
     other.restore(tmp_path / "t")
-    np.testing.assert_allclose(get_adapters(other.model, other.lora_modules)[t.lora_modules[0]][1],
-                               get_adapters(t.model, t.lora_modules)[t.lora_modules[0]][1])
+    np.testing.assert_allclose(
+        get_adapters(other.model, other.lora_modules)[t.lora_modules[0]][1], get_adapters(t.model, t.lora_modules)[t.lora_modules[0]][1]
+    )
 
 
 def test_bad_lora_settings_are_one_clear_error(model_dir):

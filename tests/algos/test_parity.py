@@ -38,9 +38,21 @@ def rollouts(seed: int = 0, n: int = 8) -> list[Rollout]:
         size = int(rng.integers(10, 40))
         mask = (np.arange(size) >= int(rng.integers(3, size - 2))).astype(np.int8)
         out.append(
-            Rollout("e", "t", i // 4, [], float(rng.integers(0, 2)), False, 1, True, False,
-                    token_ids=rng.integers(0, 270, size).astype(np.int32), loss_mask=mask,
-                    logprobs=np.where(mask > 0, rng.normal(-5.6, 0.2, size), 0.0).astype(np.float32), group=i // 4)
+            Rollout(
+                "e",
+                "t",
+                i // 4,
+                [],
+                float(rng.integers(0, 2)),
+                False,
+                1,
+                True,
+                False,
+                token_ids=rng.integers(0, 270, size).astype(np.int32),
+                loss_mask=mask,
+                logprobs=np.where(mask > 0, rng.normal(-5.6, 0.2, size), 0.0).astype(np.float32),
+                group=i // 4,
+            )
         )
     return out
 
@@ -166,8 +178,14 @@ def test_trainable_layers_freeze_the_same_weights_and_move_the_rest_alike(model_
         assert np.abs(dt).max() > 0 and np.abs(dj).max() > 0, name
         assert float(dt @ dj / (np.linalg.norm(dt) * np.linalg.norm(dj))) > 0.99, name
     # The optimiser holds state for the trained weights only, in both backends' checkpoints.
-    sizes = {k: sum(v.size for n, v in load_file(str(tmp_path / k / "optimizer" / "state.safetensors")).items() if "step" not in n and "count" not in n)
-             for k in ("torch", "jax")}
+    sizes = {
+        k: sum(
+            v.size
+            for n, v in load_file(str(tmp_path / k / "optimizer" / "state.safetensors")).items()
+            if "step" not in n and "count" not in n
+        )
+        for k in ("torch", "jax")
+    }
     assert sizes["torch"] == sizes["jax"] == 2 * sum(start[n].size for n in trained)
 
 

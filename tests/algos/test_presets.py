@@ -46,15 +46,18 @@ def plain(config) -> dict:
     return values
 
 
-@pytest.mark.parametrize(("case", "config", "preset"), [
-    ("tiny", lambda: train_args("--env", SUDOKU), "sudoku-tiny"),
-    ("smollm2", lambda: train_args("--env", SUDOKU, "--model", "smollm2-135m"), "sudoku-smollm2"),
-    ("tiny_warm", lambda: train_args("--env", SUDOKU).sft_config(), "sudoku-tiny"),
-    ("smollm2_warm", lambda: train_args("--env", SUDOKU, "--model", "smollm2-135m").sft_config(), "sudoku-smollm2"),
-    ("sft_tiny", lambda: sft_args("--env", SUDOKU), "sudoku-tiny"),
-    ("generic", lambda: train_args("--env", "textgym/Workplace-v0", "--backend", "jax"), None),
-    ("sft_generic", lambda: sft_args("--env", "textgym/Workplace-v0"), None),
-])
+@pytest.mark.parametrize(
+    ("case", "config", "preset"),
+    [
+        ("tiny", lambda: train_args("--env", SUDOKU), "sudoku-tiny"),
+        ("smollm2", lambda: train_args("--env", SUDOKU, "--model", "smollm2-135m"), "sudoku-smollm2"),
+        ("tiny_warm", lambda: train_args("--env", SUDOKU).sft_config(), "sudoku-tiny"),
+        ("smollm2_warm", lambda: train_args("--env", SUDOKU, "--model", "smollm2-135m").sft_config(), "sudoku-smollm2"),
+        ("sft_tiny", lambda: sft_args("--env", SUDOKU), "sudoku-tiny"),
+        ("generic", lambda: train_args("--env", "textgym/Workplace-v0", "--backend", "jax"), None),
+        ("sft_generic", lambda: sft_args("--env", "textgym/Workplace-v0"), None),
+    ],
+)
 def test_todays_command_lines_resolve_to_the_values_they_always_had(case, config, preset):
     resolved = config()
     assert plain(resolved) == PINNED[case]

@@ -46,8 +46,11 @@ def test_a_directory_that_is_not_a_run_is_refused_and_left_alone(capsys, tmp_pat
     (mine / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
     (mine / "best" / "notes.txt").write_text("keep me")
     before = snapshot(mine)
-    one_line_error(capsys, ["train", "--env", "textgym/Sudoku-v0", "--model", "tiny", "--output-dir", str(mine)],
-                   "not empty and not a textgym run directory")
+    one_line_error(
+        capsys,
+        ["train", "--env", "textgym/Sudoku-v0", "--model", "tiny", "--output-dir", str(mine)],
+        "not empty and not a textgym run directory",
+    )
     assert snapshot(mine) == before
 
 
@@ -122,8 +125,12 @@ def checkpoint(tiny_dir, run, step, state=None):
 
 @pytest.mark.parametrize(
     "damage",
-    [lambda c: truncate(c / "model.safetensors"), lambda c: truncate(c / "optimizer" / "state.safetensors"),
-     lambda c: (c / "run_state.json").write_text('{"step": "two"}'), lambda c: (c / "run_state.json").write_text("{}")],
+    [
+        lambda c: truncate(c / "model.safetensors"),
+        lambda c: truncate(c / "optimizer" / "state.safetensors"),
+        lambda c: (c / "run_state.json").write_text('{"step": "two"}'),
+        lambda c: (c / "run_state.json").write_text("{}"),
+    ],
 )
 def test_a_corrupt_newest_checkpoint_falls_back_to_the_one_before(tiny_dir, tmp_path, capsys, damage):
     run = tmp_path / "run"

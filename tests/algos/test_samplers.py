@@ -61,7 +61,7 @@ def bf16_error(policy, rows, ids, lps) -> np.ndarray:
     errs = []
     for p, i, lp in zip(rows, ids, lps):
         seq = np.concatenate([p, i])[None]
-        errs.append(np.abs(policy.logprobs(seq, np.ones_like(seq))[0, len(p):] - lp))
+        errs.append(np.abs(policy.logprobs(seq, np.ones_like(seq))[0, len(p) :] - lp))
     return np.concatenate(errs)
 
 
@@ -135,13 +135,29 @@ def test_torch_bf16_sampler_follows_a_learner_step(model_dir):
     rows = prompts()
     before, _ = policy.generate(rows, 8, temperature=1.0, seed=2, eos_ids=())
     rng = np.random.default_rng(0)
-    rollouts = [Rollout("e", "t", i // 4, [], float(i % 2), False, 1, True, False,
-                        token_ids=rng.integers(0, 256, 16).astype(np.int32), loss_mask=(np.arange(16) >= 6).astype(np.int8),
-                        group=i // 4) for i in range(8)]
+    rollouts = [
+        Rollout(
+            "e",
+            "t",
+            i // 4,
+            [],
+            float(i % 2),
+            False,
+            1,
+            True,
+            False,
+            token_ids=rng.integers(0, 256, 16).astype(np.int32),
+            loss_mask=(np.arange(16) >= 6).astype(np.int8),
+            group=i // 4,
+        )
+        for i in range(8)
+    ]
     config = GRPOConfig(group_size=4, micro_batch_size=8, lr=5e-2, max_length=32)
     Learner(policy, config).train_step(pack(rollouts, config, pad_id=policy.pad_id))
     after = policy.generate(rows, 8, temperature=1.0, seed=2, eos_ids=())
-    fresh = TorchLanguageModel(copy.deepcopy(policy.model), None, sampler_dtype="bfloat16").generate(rows, 8, temperature=1.0, seed=2, eos_ids=())
+    fresh = TorchLanguageModel(copy.deepcopy(policy.model), None, sampler_dtype="bfloat16").generate(
+        rows, 8, temperature=1.0, seed=2, eos_ids=()
+    )
     for a, b, c, d in zip(after[0], fresh[0], after[1], fresh[1]):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(c, d)
@@ -167,8 +183,9 @@ def test_jax_bf16_sampler_stays_close_and_follows_new_params(model_dir):
     policy.params = jax.tree.map(lambda p: p * 1.5, policy.params)  # what a learner's update does: a new tree
     moved = policy.sampler_params()
     assert moved is not cast
-    np.testing.assert_array_equal(np.asarray(jax.tree.leaves(moved)[0], np.float32),
-                                  np.asarray(jax.tree.leaves(policy.params)[0].astype(jnp.bfloat16), np.float32))
+    np.testing.assert_array_equal(
+        np.asarray(jax.tree.leaves(moved)[0], np.float32), np.asarray(jax.tree.leaves(policy.params)[0].astype(jnp.bfloat16), np.float32)
+    )
 
 
 @pytest.mark.parametrize("backend", ["torch", "jax"])

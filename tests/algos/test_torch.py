@@ -34,9 +34,21 @@ def random_rollouts(seed: int, n: int = 8, group_size: int = 4, with_logprobs: b
         mask[int(rng.integers(2, size - 1)) :] = 1
         lp = np.where(mask > 0, rng.normal(-5.5, 0.3, size), 0.0).astype(np.float32) if with_logprobs else None
         out.append(
-            Rollout("e", "t", i // group_size, [], float(rng.integers(0, 2)), False, 1, True, False,
-                    token_ids=rng.integers(0, 256, size).astype(np.int32), loss_mask=mask, logprobs=lp,
-                    group=i // group_size)
+            Rollout(
+                "e",
+                "t",
+                i // group_size,
+                [],
+                float(rng.integers(0, 2)),
+                False,
+                1,
+                True,
+                False,
+                token_ids=rng.integers(0, 256, size).astype(np.int32),
+                loss_mask=mask,
+                logprobs=lp,
+                group=i // group_size,
+            )
         )
     return out
 
@@ -169,10 +181,24 @@ def test_a_shared_prompt_runs_once_and_scores_like_a_full_forward(model_dir):
     prompts = [p for n in (4, 9) for p in [rng.integers(0, 256, n).astype(np.int32)] * 4]  # two groups of four
     ids, lps = policy.generate(prompts, max_new_tokens=6, temperature=1.0, seed=3, eos_ids=[])
     assert not np.array_equal(ids[0], ids[1])  # one prefill, yet every row samples on its own
-    rollouts = [Rollout("e", "t", i // 4, [], float(i % 2), False, 1, True, False, token_ids=np.concatenate([p, o]),
-                        loss_mask=np.r_[np.zeros(len(p)), np.ones(len(o))].astype(np.int8),
-                        logprobs=np.r_[np.zeros(len(p)), lp].astype(np.float32), group=i // 4)
-                for i, (p, o, lp) in enumerate(zip(prompts, ids, lps))]
+    rollouts = [
+        Rollout(
+            "e",
+            "t",
+            i // 4,
+            [],
+            float(i % 2),
+            False,
+            1,
+            True,
+            False,
+            token_ids=np.concatenate([p, o]),
+            loss_mask=np.r_[np.zeros(len(p)), np.ones(len(o))].astype(np.int8),
+            logprobs=np.r_[np.zeros(len(p)), lp].astype(np.float32),
+            group=i // 4,
+        )
+        for i, (p, o, lp) in enumerate(zip(prompts, ids, lps))
+    ]
     config = GRPOConfig(group_size=4, micro_batch_size=5, lr=1e-3, max_length=64)  # the second micro-batch has padding rows
     batch = pack(rollouts, config, pad_id=policy.pad_id)
     assert len(split_prompts(batch, policy.pad_id).prompt_ids) == 3  # two prompts and the padding rows' one

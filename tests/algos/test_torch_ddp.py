@@ -53,9 +53,21 @@ def rollouts() -> list[Rollout]:
         size = int(rng.integers(8, 30))
         mask = (np.arange(size) >= size // 2).astype(np.int8)
         out.append(
-            Rollout("e", "t", i // 5, [], float(i % 3 == 0), False, 1, True, False,
-                    token_ids=rng.integers(0, 256, size).astype(np.int32), loss_mask=mask,
-                    logprobs=np.where(mask > 0, -5.5, 0.0).astype(np.float32), group=i // 5)
+            Rollout(
+                "e",
+                "t",
+                i // 5,
+                [],
+                float(i % 3 == 0),
+                False,
+                1,
+                True,
+                False,
+                token_ids=rng.integers(0, 256, size).astype(np.int32),
+                loss_mask=mask,
+                logprobs=np.where(mask > 0, -5.5, 0.0).astype(np.float32),
+                group=i // 5,
+            )
         )
     return out
 
@@ -72,8 +84,17 @@ def test_two_gloo_ranks_equal_one_process(tmp_path: Path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
-           str(model_dir), str(batch_file), str(tmp_path / "ddp")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(script),
+        str(model_dir),
+        str(batch_file),
+        str(tmp_path / "ddp"),
+    ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
 

@@ -85,9 +85,21 @@ def model_dir(tmp_path_factory) -> Path:
 def config(model_dir: Path, out: Path, **changes) -> TrainConfig:
     """A few-second run; ``backend`` and anything else may be changed."""
     base = TrainConfig(
-        env=ENV_ID, env_kwargs={}, backend="torch", model=str(model_dir), chat_template="compact", output_dir=str(out),
-        steps=3, prompts_per_step=2, num_envs=8, eval_episodes=4, eval_every=2, save_every=1, sft_steps=0,
-        progress=False, plot=False,
+        env=ENV_ID,
+        env_kwargs={},
+        backend="torch",
+        model=str(model_dir),
+        chat_template="compact",
+        output_dir=str(out),
+        steps=3,
+        prompts_per_step=2,
+        num_envs=8,
+        eval_episodes=4,
+        eval_every=2,
+        save_every=1,
+        sft_steps=0,
+        progress=False,
+        plot=False,
         grpo=GRPOConfig(group_size=4, lr=3e-3, max_new_tokens=3, max_length=64, micro_batch_size=4, seed=0),
     )
     return base.replace(**changes)
@@ -187,8 +199,19 @@ def test_a_killed_run_loses_nothing(model_dir, tmp_path, monkeypatch, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_sft_learns_the_oracle_and_train_starts_from_it(model_dir, tmp_path, backend):
-    cfg = SFTConfig(env=ENV_ID, env_kwargs={}, backend=backend, model=str(model_dir), chat_template="compact",
-                    output_dir=str(tmp_path / "sft"), steps=12, demos=8, batch_size=4, lr=1e-2, progress=False)
+    cfg = SFTConfig(
+        env=ENV_ID,
+        env_kwargs={},
+        backend=backend,
+        model=str(model_dir),
+        chat_template="compact",
+        output_dir=str(tmp_path / "sft"),
+        steps=12,
+        demos=8,
+        batch_size=4,
+        lr=1e-2,
+        progress=False,
+    )
     final = sft(cfg)
     records = read_metrics(tmp_path / "sft" / "sft_metrics.jsonl")
     nll = [r["sft/nll"] for r in records if "sft/nll" in r]
@@ -212,8 +235,15 @@ def test_noisy_demonstrations_are_imitated_mistakes_included(model_dir):
     from textgym.algos.sft import demonstrations
 
     tokenizer = load_tokenizer(model_dir)
-    demos = demonstrations("textgym/Sudoku-v0", {"size": 4, "blanks": 1, "max_turns": 1}, tokenizer,
-                           tiny.compact_chat_template(), range(40), 8, {"compact": True, "noise": 1.0})
+    demos = demonstrations(
+        "textgym/Sudoku-v0",
+        {"size": 4, "blanks": 1, "max_turns": 1},
+        tokenizer,
+        tiny.compact_chat_template(),
+        range(40),
+        8,
+        {"compact": True, "noise": 1.0},
+    )
     assert len(demos) == 40  # none dropped
     assert 0 < sum(d.success for d in demos) < 40
 
@@ -221,8 +251,25 @@ def test_noisy_demonstrations_are_imitated_mistakes_included(model_dir):
 def test_cli_arguments_build_the_config():
     parser = argparse.ArgumentParser()
     train_module.add_train_arguments(parser)
-    args = parser.parse_args(["--env", "textgym/Sudoku-v0", "--backend", "jax", "--lr", "0.01", "--group-size", "4",
-                              "--loss-aggregation", "constant", "--mask-truncated", "--steps", "7", "--env-kwargs", '{"size": 4}'])
+    args = parser.parse_args(
+        [
+            "--env",
+            "textgym/Sudoku-v0",
+            "--backend",
+            "jax",
+            "--lr",
+            "0.01",
+            "--group-size",
+            "4",
+            "--loss-aggregation",
+            "constant",
+            "--mask-truncated",
+            "--steps",
+            "7",
+            "--env-kwargs",
+            '{"size": 4}',
+        ]
+    )
     cfg = train_module.train_config_from_args(args)
     assert cfg.backend == "jax" and cfg.steps == 7 and cfg.env_kwargs == {"size": 4}
     assert cfg.grpo.lr == 0.01 and cfg.grpo.group_size == 4 and cfg.grpo.loss_aggregation == "constant"
@@ -327,7 +374,11 @@ def test_help_documents_every_flag_from_the_config_field_docs():
     actions = {a.dest: a for a in parser._actions if a.dest != "help"}
     import dataclasses as dc
 
-    wanted = {f.name for f in dc.fields(TrainConfig)} - {"grpo"} | {f.name for f in dc.fields(GRPOConfig)} - {"seed"} | {"print_config", "nproc", "coordinator", "num_processes", "process_id"}
+    wanted = (
+        {f.name for f in dc.fields(TrainConfig)} - {"grpo"}
+        | {f.name for f in dc.fields(GRPOConfig)} - {"seed"}
+        | {"print_config", "nproc", "coordinator", "num_processes", "process_id"}
+    )
     assert set(actions) == wanted
     for name, action in actions.items():
         assert action.help and "See " not in action.help, name  # a real description, never a pointer

@@ -17,7 +17,21 @@ def rollouts(seed: int, n: int = 8) -> list[Rollout]:
     for i in range(n):
         size = int(rng.integers(10, 40))
         mask = (np.arange(size) >= int(rng.integers(3, size - 2))).astype(np.int8)
-        out.append(Rollout("e", "t", i // 4, [], float(i % 2), False, 1, True, False,
-                           token_ids=rng.integers(0, 270, size).astype(np.int32), loss_mask=mask,
-                           logprobs=np.where(mask > 0, rng.normal(-5.6, 0.3, size), 0.0).astype(np.float32), group=i // 4))
+        out.append(
+            Rollout(
+                "e",
+                "t",
+                i // 4,
+                [],
+                float(i % 2),
+                False,
+                1,
+                True,
+                False,
+                token_ids=rng.integers(0, 270, size).astype(np.int32),
+                loss_mask=mask,
+                logprobs=np.where(mask > 0, rng.normal(-5.6, 0.3, size), 0.0).astype(np.float32),
+                group=i // 4,
+            )
+        )
     return out

@@ -98,7 +98,9 @@ def test_fraction_reward_counts_passed_tests():
 
 
 def test_feedback_shows_got_and_trimmed_traceback(env):
-    env.reset(seed=0, options={"task": {"prompt": "p", "entry_point": "f", "tests": [{"args": [2], "expected": 4}, {"args": [0], "expected": 0}]}})
+    env.reset(
+        seed=0, options={"task": {"prompt": "p", "entry_point": "f", "tests": [{"args": [2], "expected": 4}, {"args": [0], "expected": 0}]}}
+    )
     obs, *_ = env.step("```python\ndef f(x):\n    return 10 // x\n```")
     text = obs[-1]["content"]
     assert "got: 5" in text and "ZeroDivisionError" in text and 'File "solution.py", line 2, in f' in text

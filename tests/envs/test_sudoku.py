@@ -28,7 +28,7 @@ S9 = "53467891267219534819834256785976142342685379171392485696153728428741963534
 
 
 def call(row, col, digit):
-    return f'<tool_call>{json.dumps({"name": "place", "arguments": {"row": row, "col": col, "digit": digit}})}</tool_call>'
+    return f"<tool_call>{json.dumps({'name': 'place', 'arguments': {'row': row, 'col': col, 'digit': digit}})}</tool_call>"
 
 
 def pinned(puzzle=P4, **kwargs):
@@ -352,7 +352,6 @@ def test_dense_reward_pays_progress_and_sums_to_one():
     assert terminated and info["success"] and reward == pytest.approx(1 - 5 / blanks)
 
 
-
 def test_dense_reward_gives_a_wrong_answer_grid_partial_credit():
     """A one-turn answer is paid for its correct blanks; one that alters a given gets nothing."""
     env = pinned(P9, reward="dense")
@@ -498,11 +497,20 @@ def test_render_ansi_shows_the_board():
 garbage_text = st.one_of(
     st.text(max_size=300),
     st.binary(max_size=200).map(lambda b: b.decode("latin-1")),
-    st.sampled_from(["<tool_call>", "<tool_call>{", "</tool_call>", '<tool_call>{"name": "place"}</tool_call>',
-                     '<tool_call>{"name": "erase", "arguments": {}}</tool_call>', "```python\nx\n```", "\x00" * 50]),
+    st.sampled_from(
+        [
+            "<tool_call>",
+            "<tool_call>{",
+            "</tool_call>",
+            '<tool_call>{"name": "place"}</tool_call>',
+            '<tool_call>{"name": "erase", "arguments": {}}</tool_call>',
+            "```python\nx\n```",
+            "\x00" * 50,
+        ]
+    ),
 ).filter(lambda s: "<answer>" not in s)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats(allow_nan=False) | st.text(max_size=10),
+    st.none() | st.booleans() | st.integers(-(10**20), 10**20) | st.floats(allow_nan=False) | st.text(max_size=10),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=6,
 )
@@ -525,7 +533,11 @@ def test_fuzzed_garbage_never_raises_and_leaves_the_board_intact(action):
 @given(row=json_values, col=json_values, digit=json_values)
 def test_fuzzed_place_arguments_change_the_board_only_when_legal(row, col, digit):
     env = pinned()
-    action = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "place", "arguments": {"row": row, "col": col, "digit": digit}}}]}
+    action = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"function": {"name": "place", "arguments": {"row": row, "col": col, "digit": digit}}}],
+    }
     _, reward, terminated, _, info = env.step(action)
     changed = [i for i, (a, b) in enumerate(zip(env.board, from_string(P4))) if a != b]
     assert (len(changed) == 1) == (info["error"] is None) and len(changed) <= 1

@@ -156,15 +156,24 @@ def test_searches_equal_the_old_statement_after_writes(env, monkeypatch):
         ("email_forward_email", {"email_id": "00000006", "recipient": me}),
         ("calendar_update_event", {"event_id": "00000002", "field": "event_name", "new_value": "Kickoff Ünicode"}),
         ("calendar_delete_event", {"event_id": "00000004"}),
-        ("calendar_create_event", {"event_name": "Design \"Sync\"", "participant_email": me, "event_start": "2023-12-05 10:00:00", "duration": 30}),
+        (
+            "calendar_create_event",
+            {"event_name": 'Design "Sync"', "participant_email": me, "event_start": "2023-12-05 10:00:00", "duration": 30},
+        ),
         ("project_management_update_task", {"task_id": "00000001", "field": "task_name", "new_value": "Rewrite landing page"}),
         ("project_management_delete_task", {"task_id": "00000002"}),
-        ("customer_relationship_manager_update_customer", {"customer_id": "00000001", "field": "customer_name", "new_value": "Éclair Corp"}),
+        (
+            "customer_relationship_manager_update_customer",
+            {"customer_id": "00000001", "field": "customer_name", "new_value": "Éclair Corp"},
+        ),
         ("customer_relationship_manager_delete_customer", {"customer_id": "00000002"}),
         ("customer_relationship_manager_add_customer", {"customer_name": "Zeta Labs", "assigned_to_email": me, "status": "Lead"}),
         ("email_send_email", {"recipient": me, "subject": "Before\x00After", "body": "nul\x00hidden"}),  # LIKE stops at NUL
         ("project_management_delete_task", {"task_id": "00000150"}),  # the last row: its rowid is taken again
-        ("project_management_create_task", {"task_name": "Landing rework", "assigned_to_email": me, "list_name": "Backlog", "due_date": "2023-12-01", "board": "Design"}),
+        (
+            "project_management_create_task",
+            {"task_name": "Landing rework", "assigned_to_email": me, "list_name": "Backlog", "due_date": "2023-12-01", "board": "Design"},
+        ),
     ]
     new_words = ["RÉPORT", "répo", "Straße", "done_ok", "roadmap", "Ünicode", "Kickoff", '"Sync"', "Rewrite", "Éclair", "Zeta"]
     new_words += ["before", "After", "hidden", "nul", "landing rework"]

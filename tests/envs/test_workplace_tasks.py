@@ -43,9 +43,7 @@ def nemo_row(env):
         "ground_truth": [
             {
                 "name": "customer_relationship_manager_update_customer",
-                "arguments": json.dumps(
-                    {"customer_id": c["customer_id"], "field": "assigned_to_email", "new_value": new_owner}
-                ),
+                "arguments": json.dumps({"customer_id": c["customer_id"], "field": "assigned_to_email", "new_value": new_owner}),
             }
         ],
         "category": "workplace_assistant_customer_relationship_manager",
@@ -156,9 +154,7 @@ def write_workbench_csvs(world, root):
         columns = list(table.names)
         if table.name == "emails":
             columns = ["email_id", "inbox/outbox", "sender/recipient", "subject", "sent_datetime", "body"]
-            rows = [
-                r | {"sender/recipient": r["sender"] if r["inbox/outbox"] == "inbox" else r["recipient"]} for r in rows
-            ]
+            rows = [r | {"sender/recipient": r["sender"] if r["inbox/outbox"] == "inbox" else r["recipient"]} for r in rows]
         if table.name == "analytics":
             rows = [r | {"user_engaged": str(bool(r["user_engaged"]))} for r in rows]
         with open(root / names[table.name], "w", newline="") as fh:

@@ -24,7 +24,7 @@ def people(env):
 
 
 def tool_call(tool, **arguments):
-    return f'<tool_call>{json.dumps({"name": tool, "arguments": arguments})}</tool_call>'
+    return f"<tool_call>{json.dumps({'name': tool, 'arguments': arguments})}</tool_call>"
 
 
 def pin(env, ground_truth, query="Do it."):
@@ -57,9 +57,7 @@ def test_duplicate_send_fails_as_a_side_effect(env):
 
 def test_extra_delete_fails_and_names_the_missing_row(env):
     pin(env, [{"name": "email_delete_email", "arguments": {"email_id": "00000001"}}])
-    env.step(
-        tool_call("email_delete_email", email_id="00000001") + tool_call("email_delete_email", email_id="00000002")
-    )
+    env.step(tool_call("email_delete_email", email_id="00000001") + tool_call("email_delete_email", email_id="00000002"))
     reward, v = finish(env)
     assert reward == 0.0 and v["side_effect"]
     (missing,) = v["diff"]["emails"]["missing"]

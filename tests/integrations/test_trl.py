@@ -76,13 +76,28 @@ def test_grpo_trainer_trains_tiny_through_the_factory(tmp_path):
             made.append(self)
 
     config = GRPOConfig(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=2, max_completion_length=12,
-        max_steps=2, use_cpu=True, bf16=False, report_to="none", save_strategy="no", logging_steps=1, beta=0.0,
-        max_tool_calling_iterations=2, seed=0, shuffle_dataset=False,
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=12,
+        max_steps=2,
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        save_strategy="no",
+        logging_steps=1,
+        beta=0.0,
+        max_tool_calling_iterations=2,
+        seed=0,
+        shuffle_dataset=False,
     )
     trainer = GRPOTrainer(
-        model=model, args=config, processing_class=tokenizer, reward_funcs=reward_func,
-        train_dataset=seed_dataset("textgym/Sudoku-v0", range(4), size=4), environment_factory=Recorded,
+        model=model,
+        args=config,
+        processing_class=tokenizer,
+        reward_funcs=reward_func,
+        train_dataset=seed_dataset("textgym/Sudoku-v0", range(4), size=4),
+        environment_factory=Recorded,
     )
     trainer.train()
     assert trainer.state.global_step == 2

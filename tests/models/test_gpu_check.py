@@ -19,8 +19,30 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
 def test_gpu_check_dry_run_on_cpu(tmp_path, monkeypatch):
     monkeypatch.setenv("TEXTGYM_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "check.json"
-    args = ["--model", "tiny", "--device", "cpu", "--dtype", "bfloat16", "--batch", "2", "--prompt-len", "16", "--new-tokens", "8",
-            "--update-seqs", "2", "--update-len", "32", "--matmul-size", "128", "--repeats", "1", "--out", str(out)]
+    args = [
+        "--model",
+        "tiny",
+        "--device",
+        "cpu",
+        "--dtype",
+        "bfloat16",
+        "--batch",
+        "2",
+        "--prompt-len",
+        "16",
+        "--new-tokens",
+        "8",
+        "--update-seqs",
+        "2",
+        "--update-len",
+        "32",
+        "--matmul-size",
+        "128",
+        "--repeats",
+        "1",
+        "--out",
+        str(out),
+    ]
     done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads(out.read_text())

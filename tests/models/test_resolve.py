@@ -31,7 +31,9 @@ def test_directories_and_tiny_resolve_without_conversion(tmp_path, monkeypatch):
     assert models.resolve("tiny", seed=3).is_relative_to(tmp_path / "cache")  # eval: no run directory
 
 
-@pytest.mark.parametrize("model, fragment", [("no/such/dir", "--model must be a Hugging Face model directory"), ("missing.gguf", "no such GGUF file")])
+@pytest.mark.parametrize(
+    "model, fragment", [("no/such/dir", "--model must be a Hugging Face model directory"), ("missing.gguf", "no such GGUF file")]
+)
 def test_unknown_models_are_named(model, fragment):
     with pytest.raises(FileNotFoundError, match=fragment):
         models.resolve(model)

@@ -82,11 +82,42 @@ def test_greedy_answers_like_the_model_card(smollm2_dir):
 def test_two_step_train_from_the_preset(backend, smollm2_cache, tmp_path, capsys):
     out = tmp_path / "run"
     # The compact template (no system turn) keeps the sequences at ~200 tokens instead of ~750.
-    args = ["train", *SUDOKU, "--model", "smollm2-135m", "--backend", backend, "--output-dir", str(out), "--steps", "2",
-            "--chat-template", "compact",
-            "--prompts-per-step", "1", "--group-size", "2", "--max-new-tokens", "4", "--max-length", "1024",
-            "--micro-batch-size", "2", "--eval-episodes", "1", "--eval-every", "2", "--sft-steps", "2", "--sft-demos", "2",
-            "--threads", "1", "--no-plot", "--no-progress"]
+    args = [
+        "train",
+        *SUDOKU,
+        "--model",
+        "smollm2-135m",
+        "--backend",
+        backend,
+        "--output-dir",
+        str(out),
+        "--steps",
+        "2",
+        "--chat-template",
+        "compact",
+        "--prompts-per-step",
+        "1",
+        "--group-size",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--max-length",
+        "1024",
+        "--micro-batch-size",
+        "2",
+        "--eval-episodes",
+        "1",
+        "--eval-every",
+        "2",
+        "--sft-steps",
+        "2",
+        "--sft-demos",
+        "2",
+        "--threads",
+        "1",
+        "--no-plot",
+        "--no-progress",
+    ]
     assert main(args) == 0, capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["after"]["step"] == 2
@@ -100,9 +131,30 @@ def test_two_step_train_from_the_preset(backend, smollm2_cache, tmp_path, capsys
 @pytest.mark.parametrize("backend", ["torch", "jax"])
 def test_two_episode_eval_of_the_preset(backend, smollm2_cache, tmp_path, capsys):
     jsonl = tmp_path / "rollouts.jsonl"
-    args = ["eval", "textgym/Sudoku-v0", "--env-kwargs", json.dumps({"size": 4, "blanks": 1, "max_turns": 1}), "--policy", "random",
-            "--policy", "model:smollm2-135m", "--backend", backend, "--episodes", "2", "--num-envs", "2", "--max-tokens", "8",
-            "--temperature", "0", "--threads", "1", "--out", str(jsonl)]
+    args = [
+        "eval",
+        "textgym/Sudoku-v0",
+        "--env-kwargs",
+        json.dumps({"size": 4, "blanks": 1, "max_turns": 1}),
+        "--policy",
+        "random",
+        "--policy",
+        "model:smollm2-135m",
+        "--backend",
+        backend,
+        "--episodes",
+        "2",
+        "--num-envs",
+        "2",
+        "--max-tokens",
+        "8",
+        "--temperature",
+        "0",
+        "--threads",
+        "1",
+        "--out",
+        str(jsonl),
+    ]
     assert main(args) == 0, capsys.readouterr().err
     assert "model:smollm2-135m" in capsys.readouterr().out
     records = [json.loads(line) for line in jsonl.read_text().splitlines()]

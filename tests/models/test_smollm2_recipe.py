@@ -57,8 +57,18 @@ def test_a_frozen_warm_start_of_smollm2_moves_only_the_top_layers_alike_in_both_
     from textgym.algos import models
     from textgym.algos.sft import sft
 
-    base = SFTConfig(env=ENV, model=models.SMOLLM2, steps=2, demos=2, batch_size=2, micro_batch_size=2, trainable_layers=2,
-                     num_envs=2, threads=1, progress=False)
+    base = SFTConfig(
+        env=ENV,
+        model=models.SMOLLM2,
+        steps=2,
+        demos=2,
+        batch_size=2,
+        micro_batch_size=2,
+        trainable_layers=2,
+        num_envs=2,
+        threads=1,
+        progress=False,
+    )
     finals = {b: sft(dataclasses.replace(base, backend=b, output_dir=str(tmp_path / b))) for b in ("torch", "jax")}
     start = load_file(str(models.resolve(models.SMOLLM2, progress=False) / "model.safetensors"))
     after = {b: load_file(str(d / "model.safetensors")) for b, d in finals.items()}

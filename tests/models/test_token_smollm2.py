@@ -29,7 +29,9 @@ def render_with_tools_in_system(tok, conversation, tools, generation_prompt):
     return reference_render(tok, messages, None, generation_prompt)
 
 
-@pytest.mark.parametrize(("env_id", "seeds"), [("textgym/Workplace-v0", range(4)), ("textgym/Sudoku-v0", range(2)), ("textgym/Code-v0", range(1))])
+@pytest.mark.parametrize(
+    ("env_id", "seeds"), [("textgym/Workplace-v0", range(4)), ("textgym/Sudoku-v0", range(2)), ("textgym/Code-v0", range(1))]
+)
 def test_every_observation_equals_the_reference(smollm2_tokenizer, env_id, seeds):
     steps = assert_steps_match_reference(gym.make(env_id), smollm2_tokenizer, seeds, junk=2, render=render_with_tools_in_system)
     assert steps >= 3 * len(seeds)

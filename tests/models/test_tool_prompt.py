@@ -35,7 +35,9 @@ def workplace_tools() -> list[str]:
 def test_every_workplace_tool_is_in_smollm2s_prompt_and_the_fallback_warns_once(smollm2_tokenizer):
     names = workplace_tools()
     assert len(names) == 27
-    bare = smollm2_tokenizer.apply_chat_template([{"role": "user", "content": "Hi."}], tools=[{"type": "function", "function": {"name": names[0]}}], tokenize=False)
+    bare = smollm2_tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Hi."}], tools=[{"type": "function", "function": {"name": names[0]}}], tokenize=False
+    )
     assert names[0] not in bare  # the template itself drops tools=
     with pytest.warns(UserWarning, match="ignores tools="):
         env = TokenObservation(gym.make(WORKPLACE), smollm2_tokenizer)
@@ -142,10 +144,17 @@ def test_a_template_that_raises_on_tools_counts_as_dropping_them():
     prompt = tool_prompt.probe(tok, raising)
     assert prompt.inline_tools and prompt.inline_calls
     schema = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
-    call = {"role": "assistant", "content": "Let me look.", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "lookup", "arguments": '{"q": 1}'}}]}
+    call = {
+        "role": "assistant",
+        "content": "Let me look.",
+        "tool_calls": [{"id": "c", "type": "function", "function": {"name": "lookup", "arguments": '{"q": 1}'}}],
+    }
     with pytest.warns(UserWarning, match="ignores tools="):
         messages, tools = prompt.apply([{"role": "user", "content": "Hi."}, call], [schema])
     assert tools is None
     assert messages[0] == {"role": "system", "content": tool_prompt.tools_block([schema])}
-    assert messages[2] == {"role": "assistant", "content": 'Let me look.\n<tool_call>\n{"name": "lookup", "arguments": {"q": 1}}\n</tool_call>'}
+    assert messages[2] == {
+        "role": "assistant",
+        "content": 'Let me look.\n<tool_call>\n{"name": "lookup", "arguments": {"q": 1}}\n</tool_call>',
+    }
     assert [(c.name, c.arguments) for c in parse_turn(messages[2]["content"]).tool_calls] == [("lookup", {"q": 1})]

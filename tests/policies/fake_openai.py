@@ -58,22 +58,36 @@ class Handler(BaseHTTPRequestHandler):
         if model == "sleepy":
             time.sleep(0.3)
         message = {"role": "assistant", "content": "<answer>7</answer>"}
-        logprobs = {"content": [{"token": t, "logprob": -0.25 * (i + 1), "bytes": None, "top_logprobs": []}
-                                for i, t in enumerate(["<answer>", "7", "</answer>"])]}
+        logprobs = {
+            "content": [
+                {"token": t, "logprob": -0.25 * (i + 1), "bytes": None, "top_logprobs": []}
+                for i, t in enumerate(["<answer>", "7", "</answer>"])
+            ]
+        }
         finish = "stop"
         if model == "long":  # max_tokens cut the reply in the middle of its answer
             message, finish = {"role": "assistant", "content": "<answer>1"}, "length"
         if model == "tool":
             n = len(body["messages"])
-            message = {"role": "assistant", "content": None, "tool_calls": [{
-                "id": f"call_{n}", "type": "function",
-                "function": {"name": "check", "arguments": json.dumps({"number": 7})}}]}
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": f"call_{n}", "type": "function", "function": {"name": "check", "arguments": json.dumps({"number": 7})}}
+                ],
+            }
             logprobs = None
-        self.send(200, {
-            "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": logprobs}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        })
+        self.send(
+            200,
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": logprobs}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            },
+        )
 
     def send(self, status, payload):
         data = json.dumps(payload).encode()

@@ -22,9 +22,7 @@ def test_sampled_ids_and_logprobs_land_verbatim_in_the_rollouts(tmp_path):
 
     backend = load_policy(tiny.create(tmp_path / "tiny", seed=0))
     template = tiny.compact_chat_template()
-    venv = gym.vector.SyncVectorEnv(
-        [lambda: TokenObservation(CountdownEnv(max_turns=2), backend.tokenizer, chat_template=template)] * 2
-    )
+    venv = gym.vector.SyncVectorEnv([lambda: TokenObservation(CountdownEnv(max_turns=2), backend.tokenizer, chat_template=template)] * 2)
     policy = ModelPolicy(backend, max_new_tokens=6, temperature=1.0, seed=3)
     rollouts = collect(venv, policy, seeds=[0, 1])
     venv.close()

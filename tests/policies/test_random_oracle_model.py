@@ -114,8 +114,7 @@ def test_model_policy_adapts_generate_and_advances_the_seed():
     prompts = [np.array([1, 2], dtype=np.int32), np.array([5], dtype=np.int32)]
     out1, out2 = policy.act(prompts), policy.act(prompts)
     assert model.calls == [(2, 3, 0.7, 10), (2, 3, 0.7, 11)]
-    assert all(a.dtype == np.int32 and lp.dtype == np.float32 and a.shape == lp.shape
-               for a, lp in zip(out1.actions, out1.logprobs))
+    assert all(a.dtype == np.int32 and lp.dtype == np.float32 and a.shape == lp.shape for a, lp in zip(out1.actions, out1.logprobs))
     assert out1.actions[0].tolist() == [10, 11, 12] and out2.actions[1].tolist() == [11, 12]
 
 

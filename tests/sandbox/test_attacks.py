@@ -40,15 +40,7 @@ def test_infinite_loop_at_import_times_out(box):
 
 
 def test_fork_bomb_is_contained(box, passes):
-    bomb = (
-        "import os\n"
-        "def f():\n"
-        "    while True:\n"
-        "        try:\n"
-        "            os.fork()\n"
-        "        except OSError:\n"
-        "            pass\n"
-    )
+    bomb = "import os\ndef f():\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
     assert not passes(bomb, 42)
 
 
@@ -124,10 +116,14 @@ def test_host_files_are_not_readable(box, host_snapshot):
         assert got in ("FileNotFoundError", "PermissionError"), path
     listing = box.run("import os\ndef f():\n    return sorted(os.listdir('/'))\n", [Call(name="f")]).results[0].value
     assert not {"work", "root", "home", "etc"} & set(listing) - {"etc"}
-    site = box.run(
-        "import os, sys\ndef f():\n    return [p for p in sys.path if os.path.isdir(p) and 'site-packages' in p and os.listdir(p)]\n",
-        [Call(name="f")],
-    ).results[0].value
+    site = (
+        box.run(
+            "import os, sys\ndef f():\n    return [p for p in sys.path if os.path.isdir(p) and 'site-packages' in p and os.listdir(p)]\n",
+            [Call(name="f")],
+        )
+        .results[0]
+        .value
+    )
     assert site == []
 
 
@@ -271,9 +267,9 @@ def test_always_equal_objects_never_pass(box, passes, code):
         "def f():\n    print('All tests passed')\n    print('PASSED')\n    return 0\n",
         # a forged reply on every descriptor the program might guess for the result pipe, with
         # pass markers: only the value counts, and a forged value is no more than returning it
-        "import os\ndef f():\n    for fd in range(3, 30):\n        try:\n            os.write(fd, b'{\"id\": 0, \"value\": 41, \"passed\": true, \"ok\": true}\\n')\n        except OSError:\n            pass\n    return 0\n",
+        'import os\ndef f():\n    for fd in range(3, 30):\n        try:\n            os.write(fd, b\'{"id": 0, "value": 41, "passed": true, "ok": true}\\n\')\n        except OSError:\n            pass\n    return 0\n',
         # garbage and replies for other calls: the host accepts one well-formed reply per call id
-        "import os\ndef f():\n    for fd in range(3, 30):\n        try:\n            os.write(fd, b'garbage\\n{\"op\": \"call\", \"id\": 7, \"value\": 42}\\n\\xff\\n')\n        except OSError:\n            pass\n    return 0\n",
+        'import os\ndef f():\n    for fd in range(3, 30):\n        try:\n            os.write(fd, b\'garbage\\n{"op": "call", "id": 7, "value": 42}\\n\\xff\\n\')\n        except OSError:\n            pass\n    return 0\n',
     ],
 )
 def test_fake_markers_never_pass(passes, code):
@@ -283,7 +279,7 @@ def test_fake_markers_never_pass(passes, code):
 @pytest.mark.parametrize(
     "patch",
     [
-        "import json\njson.dumps = lambda *a, **k: '{\"id\": 0, \"passed\": true, \"value\": \"PASS\"}'\n",
+        'import json\njson.dumps = lambda *a, **k: \'{"id": 0, "passed": true, "value": "PASS"}\'\n',
         "import __main__\n__main__.encode = lambda value, depth=0: {'__eq__': 'always'}\n",
         "import builtins\nbuiltins.isinstance = lambda *a: True\nbuiltins.type = lambda *a: int\n",
     ],
@@ -335,14 +331,7 @@ def test_preloaded_modules_do_not_carry_changes_to_the_next_program(box):
 
 
 def test_directory_nest_deeper_than_path_max_is_cleaned_up(box, passes):
-    nest = (
-        "import os\n"
-        "def f():\n"
-        "    for _ in range(2500):\n"
-        "        os.mkdir('d')\n"
-        "        os.chdir('d')\n"
-        "    return 42\n"
-    )
+    nest = "import os\ndef f():\n    for _ in range(2500):\n        os.mkdir('d')\n        os.chdir('d')\n    return 42\n"
     assert box.run(nest, [Call(name="f")]).results[0].value == 42
     listing = box.run("import os\ndef f():\n    return os.listdir('.')\n", [Call(name="f")]).results[0]
     assert listing.value == []
@@ -354,7 +343,7 @@ def test_deeply_nested_forged_reply_is_refused(box, passes):
         "def f():\n"
         "    for fd in range(3, 30):\n"
         "        try:\n"
-        "            os.write(fd, b'{\"op\": \"call\", \"id\": 0, \"value\": ' + b'[' * 200000 + b'\\n')\n"
+        '            os.write(fd, b\'{"op": "call", "id": 0, "value": \' + b\'[\' * 200000 + b\'\\n\')\n'
         "        except OSError:\n"
         "            pass\n"
         "    return 0\n"
@@ -393,12 +382,7 @@ def test_kernel_interfaces_are_filtered(box):
     assert results[5].value == 0
 
 
-IPC = (
-    "import ctypes\n"
-    "libc = ctypes.CDLL(None, use_errno=True)\n"
-    "libc.shmat.restype = ctypes.c_void_p\n"
-    "IPC_CREAT = 0o1000\n"
-)
+IPC = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\nIPC_CREAT = 0o1000\n"
 # Program 1 makes the object (and leaves data in it); program 3 looks for it by its key.
 SYSV = {
     "shm": (
@@ -414,16 +398,12 @@ SYSV = {
         "    return ctypes.string_at(libc.shmat(ident, None, 0), 6).decode()\n",
     ),
     "msg": (
-        "def f():\n"
-        "    return libc.msgget(0x7E58, IPC_CREAT | 0o666) >= 0\n",
-        "def f():\n"
-        "    return 'gone' if libc.msgget(0x7E58, 0) < 0 else 'survived'\n",
+        "def f():\n    return libc.msgget(0x7E58, IPC_CREAT | 0o666) >= 0\n",
+        "def f():\n    return 'gone' if libc.msgget(0x7E58, 0) < 0 else 'survived'\n",
     ),
     "sem": (
-        "def f():\n"
-        "    return libc.semget(0x7E59, 1, IPC_CREAT | 0o666) >= 0\n",
-        "def f():\n"
-        "    return 'gone' if libc.semget(0x7E59, 0, 0) < 0 else 'survived'\n",
+        "def f():\n    return libc.semget(0x7E59, 1, IPC_CREAT | 0o666) >= 0\n",
+        "def f():\n    return 'gone' if libc.semget(0x7E59, 0, 0) < 0 else 'survived'\n",
     ),
 }
 

@@ -18,9 +18,9 @@ from textgym.sandbox.zygote import decode, encode
 
 plain = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.tuples(inner, inner)
-    | st.dictionaries(st.text(max_size=3) | st.integers(), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.tuples(inner, inner) | st.dictionaries(st.text(max_size=3) | st.integers(), inner, max_size=3)
+    ),
     max_leaves=10,
 )
 
@@ -181,7 +181,8 @@ def test_the_warm_up_leaves_no_trace_in_the_zygote():
     )
     done = subprocess.run(
         [sys.executable, "-S", "-s", "-B", "-c", script, os.path.dirname(isolation.__file__)],
-        capture_output=True, timeout=60,
+        capture_output=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == b""

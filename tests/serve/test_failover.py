@@ -101,19 +101,46 @@ def test_train_plays_on_two_servers_and_a_dead_url_at_start_is_one_line(serve, t
     from textgym.rollout import read_rollouts
 
     a, b = serve(*SUDOKU), serve(*SUDOKU)
-    cli = [sys.executable, "-m", "textgym.cli", "train", "--env", "textgym/Sudoku-v0", "--sft-steps", "0", "--steps", "1",
-           "--prompts-per-step", "2", "--group-size", "2", "--num-envs", "4", "--eval-episodes", "2",
-           "--max-new-tokens", "4", "--max-length", "512", "--log-rollouts-every", "1", "--no-progress", "--no-plot"]
+    cli = [
+        sys.executable,
+        "-m",
+        "textgym.cli",
+        "train",
+        "--env",
+        "textgym/Sudoku-v0",
+        "--sft-steps",
+        "0",
+        "--steps",
+        "1",
+        "--prompts-per-step",
+        "2",
+        "--group-size",
+        "2",
+        "--num-envs",
+        "4",
+        "--eval-episodes",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--max-length",
+        "512",
+        "--log-rollouts-every",
+        "1",
+        "--no-progress",
+        "--no-plot",
+    ]
     out = tmp_path / "run"
-    done = subprocess.run([*cli, "--output-dir", str(out), "--env-url", a.url, "--env-url", b.url],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [*cli, "--output-dir", str(out), "--env-url", a.url, "--env-url", b.url], capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [0, 1]
     rollouts = read_rollouts(out / "rollouts" / "step_000001.jsonl")
     assert len(rollouts) == 4 and all(r.env_id == "textgym/Sudoku-v0" and r.token_ids is not None for r in rollouts)
 
     dead = f"http://127.0.0.1:{free_port()}"
-    failed = subprocess.run([*cli, "--output-dir", str(tmp_path / "dead"), "--env-url", a.url, "--env-url", dead],
-                            capture_output=True, text=True, timeout=300)
+    failed = subprocess.run(
+        [*cli, "--output-dir", str(tmp_path / "dead"), "--env-url", a.url, "--env-url", dead], capture_output=True, text=True, timeout=300
+    )
     assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
     assert "not reachable" in failed.stderr

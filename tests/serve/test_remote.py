@@ -68,7 +68,13 @@ def test_vector_envs_and_collect_over_the_wire(sudoku_server):
     for key, rollouts in runs.items():
         for a, b in zip(reference, rollouts):
             assert (a.messages, a.reward, a.turns, a.success, a.tools, a.task_id) == (
-                b.messages, b.reward, b.turns, b.success, b.tools, b.task_id), key
+                b.messages,
+                b.reward,
+                b.turns,
+                b.success,
+                b.tools,
+                b.task_id,
+            ), key
 
 
 def test_token_observation_over_the_wire(sudoku_server):
@@ -90,8 +96,22 @@ def test_token_observation_over_the_wire(sudoku_server):
 
 def test_textgym_eval_against_a_server(sudoku_server, tmp_path):
     def run_eval(env_id, out, *extra):
-        cmd = [sys.executable, "-m", "textgym.cli", "eval", env_id, "--policy", "random", "--episodes", "3",
-               "--num-envs", "2", "--out", str(out), *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "textgym.cli",
+            "eval",
+            env_id,
+            "--policy",
+            "random",
+            "--episodes",
+            "3",
+            "--num-envs",
+            "2",
+            "--out",
+            str(out),
+            *extra,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         return read_rollouts(out)
@@ -99,9 +119,24 @@ def test_textgym_eval_against_a_server(sudoku_server, tmp_path):
     remote = run_eval("textgym/Remote-v0", tmp_path / "remote.jsonl", "--env-kwargs", json.dumps({"url": sudoku_server.url}))
     local = run_eval("textgym/Sudoku-v0", tmp_path / "local.jsonl")
     assert [(r.messages, r.reward, r.seed) for r in remote] == [(r.messages, r.reward, r.seed) for r in local]
-    oracle = subprocess.run([sys.executable, "-m", "textgym.cli", "eval", "textgym/Remote-v0", "--policy", "oracle",
-                             "--episodes", "1", "--env-kwargs", json.dumps({"url": sudoku_server.url})],
-                            capture_output=True, text=True, timeout=120)
+    oracle = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "textgym.cli",
+            "eval",
+            "textgym/Remote-v0",
+            "--policy",
+            "oracle",
+            "--episodes",
+            "1",
+            "--env-kwargs",
+            json.dumps({"url": sudoku_server.url}),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert oracle.returncode == 2 and "has no oracle" in oracle.stderr and oracle.stderr.count("\n") == 1, oracle.stderr
 
 

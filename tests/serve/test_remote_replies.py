@@ -12,8 +12,10 @@ from websockets.asyncio.server import serve
 import textgym
 from textgym.error import RemoteError
 
-RESET_OK = {"type": "observation", "data": {"observation": {"messages": [{"role": "user", "content": "hi"}],
-                                                             "tools": [], "info": {}}, "reward": 0.0, "done": False}}
+RESET_OK = {
+    "type": "observation",
+    "data": {"observation": {"messages": [{"role": "user", "content": "hi"}], "tools": [], "info": {}}, "reward": 0.0, "done": False},
+}
 
 
 class FakeServer:
@@ -89,8 +91,7 @@ def deep(n):
         '{"type": "observation", "data": {"observation": {"messages": [], "info": "x"}}}',
         '{"type": "observation", "data": {"observation": {"messages": [], "tools": 5}}}',
         '{"type": "observation", "data": ' + deep(5000) + "}",
-        '{"type": "observation", "data": {"observation": {"messages": [{"role": "user", "content": "x", "extra": '
-        + deep(100) + "}]}}}",
+        '{"type": "observation", "data": {"observation": {"messages": [{"role": "user", "content": "x", "extra": ' + deep(100) + "}]}}}",
         '{"type": "error", "data": 7}',
         '{"type": "nonsense"}',
     ],

@@ -36,8 +36,14 @@ def handshake_status(server, **headers) -> int:
 
 def raw_handshake_status(server, host: str) -> int:
     """A WebSocket handshake under another ``Host`` (clients set it from the URL themselves)."""
-    lines = ["GET /ws HTTP/1.1", f"Host: {host}", "Upgrade: websocket", "Connection: Upgrade",
-             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"]
+    lines = [
+        "GET /ws HTTP/1.1",
+        f"Host: {host}",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version: 13",
+    ]
     with socket.create_connection(("127.0.0.1", server.port), timeout=20) as sock:
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
         return int(sock.recv(65536).split(b" ", 2)[1])
@@ -83,14 +89,25 @@ def test_bodies_past_the_frame_limit_are_refused(sudoku_server):
     assert request(sudoku_server, "POST", "/reset", big, JSON)[0] == 413
     # chunked: no length up front, the body is counted as it comes
     conn = http.client.HTTPConnection("127.0.0.1", sudoku_server.port, timeout=30)
-    conn.request("POST", "/reset", body=iter([big[i : i + 65536] for i in range(0, len(big), 65536)]),
-                 headers={**JSON, "Transfer-Encoding": "chunked"}, encode_chunked=True)
+    conn.request(
+        "POST",
+        "/reset",
+        body=iter([big[i : i + 65536] for i in range(0, len(big), 65536)]),
+        headers={**JSON, "Transfer-Encoding": "chunked"},
+        encode_chunked=True,
+    )
     assert conn.getresponse().status == 413
     conn.close()
 
 
-@pytest.mark.parametrize("sent", [b"", b"POST /reset HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n",
-                                  b"POST /reset HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"])
+@pytest.mark.parametrize(
+    "sent",
+    [
+        b"",
+        b"POST /reset HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n",
+        b"POST /reset HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+    ],
+)
 def test_a_connection_that_sends_nothing_or_half_a_request_is_closed(serve, sent):
     server = serve("textgym/Sudoku-v0", "--request-timeout", "1")
     with socket.create_connection(("127.0.0.1", server.port), timeout=20) as sock:

@@ -87,8 +87,14 @@ def test_bad_frames_get_error_replies_and_the_session_goes_on(sudoku_server):
             assert reply["type"] == "error" and reply["data"]["code"] == code, (frame[:40], reply)
             assert reply["data"]["message"]
         assert ask(sock, {"type": "reset", "data": {"seed": 1}})["type"] == "observation"
-        for action in ("just text", ["a list"], {"text": "no content"}, {"content": 3}, {"content": "x", "role": "user"},
-                       {"content": "x", "tool_calls": "place"}):
+        for action in (
+            "just text",
+            ["a list"],
+            {"text": "no content"},
+            {"content": 3},
+            {"content": "x", "role": "user"},
+            {"content": "x", "tool_calls": "place"},
+        ):
             reply = ask(sock, {"type": "step", "data": action})
             if isinstance(action, str):  # a bare string is not the action object
                 assert reply["data"]["code"] == "VALIDATION_ERROR"
@@ -142,8 +148,9 @@ def test_same_seed_same_episode_across_sessions_and_processes(sudoku_server, ser
     for server in (sudoku_server, sudoku_server, other):
         with ws(server) as sock:
             ask(sock, {"type": "reset", "data": {"seed": 99}})  # a previous episode must not matter
-            replies.append([ask(sock, {"type": "reset", "data": {"seed": 11}}),
-                            ask(sock, {"type": "step", "data": {"content": "<answer>1</answer>"}})])
+            replies.append(
+                [ask(sock, {"type": "reset", "data": {"seed": 11}}), ask(sock, {"type": "step", "data": {"content": "<answer>1</answer>"}})]
+            )
     assert replies[0] == replies[1] == replies[2]
 
 
@@ -153,8 +160,9 @@ def test_http_routes(sudoku_server):
             return json.loads(r.read())
 
     def post(path, body):
-        request = urllib.request.Request(sudoku_server.url + path, data=json.dumps(body).encode(), method="POST",
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            sudoku_server.url + path, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=10) as r:
             return json.loads(r.read())
 

@@ -49,7 +49,9 @@ class SampledOraclePolicy:
 
 
 def _eval(out: Path, env_id: str, *extra: str) -> None:
-    code = main(["eval", env_id, "--policy", "oracle", "--policy", "random", "--episodes", "2", "--num-envs", "2", "--out", str(out), *extra])
+    code = main(
+        ["eval", env_id, "--policy", "oracle", "--policy", "random", "--episodes", "2", "--num-envs", "2", "--out", str(out), *extra]
+    )
     assert code == 0
 
 
@@ -100,8 +102,17 @@ def browser():
     profile = tempfile.mkdtemp(prefix="textgym-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--no-first-run", "--window-size=1400,1000", f"--user-data-dir={profile}"):
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1400,1000",
+        f"--user-data-dir={profile}",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     yield driver

@@ -114,7 +114,9 @@ def test_a_sudoku_episode_shows_both_boards_with_wrong_and_changed_cells(browser
 
 def test_a_workplace_episode_shows_the_database_changes_next_to_the_expected_ones(browser, page, screenshot):
     path, records = page
-    i = next(i for i, r in enumerate(records) if r["env_id"] == "textgym/Workplace-v0" and r["verifications"][-1]["verification"]["changes"])
+    i = next(
+        i for i, r in enumerate(records) if r["env_id"] == "textgym/Workplace-v0" and r["verifications"][-1]["verification"]["changes"]
+    )
     open_page(browser, path, i)
     panel = browser.find_element(By.ID, "env-panel")
     changes = records[i]["verifications"][-1]["verification"]["changes"]

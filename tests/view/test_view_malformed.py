@@ -79,8 +79,13 @@ def test_fields_of_the_wrong_type_show_as_data_and_each_episode_opens(browser, r
 
 @pytest.mark.parametrize(
     ("change", "field"),
-    [({"messages": "abc"}, "messages"), ({"messages": [1, 2]}, "messages"), ({"loss_mask": 3}, "loss_mask"),
-     ({"logprobs": [-0.5]}, "logprobs"), ({"token_ids": "abc"}, "token_ids")],
+    [
+        ({"messages": "abc"}, "messages"),
+        ({"messages": [1, 2]}, "messages"),
+        ({"loss_mask": 3}, "loss_mask"),
+        ({"logprobs": [-0.5]}, "logprobs"),
+        ({"token_ids": "abc"}, "token_ids"),
+    ],
 )
 def test_what_cannot_be_shown_is_one_line_naming_the_record(record_files, tmp_path, capsys, change, field):
     record = first(record_files["run"]) | change

@@ -109,9 +109,7 @@ def bpe_tokenizer(kind: str):
         return PreTrainedTokenizerFast(
             tokenizer_object=backend, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>", chat_template=template
         )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=template
-    )
+    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=template)
 
 
 def tokenizer(kind: str):

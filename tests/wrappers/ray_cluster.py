@@ -42,10 +42,23 @@ def two_node_cluster(timeout: float = 300.0) -> Iterator[tuple[str, str]]:
     # A home of its own: a token in ~/.ray/auth_token (another Ray on this machine) would turn on
     # token authentication for the GCS but not for its clients.
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=os.pathsep.join(sys.path), HOME=temp)
-    common = ["--num-cpus=1", "--block", "--disable-usage-stats", f"--dashboard-agent-listen-port={free_port()}",
-              f"--metrics-export-port={free_port()}"]
-    head = [*ray_command(), "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", f"--temp-dir={temp}",
-            "--include-dashboard=false", *common]
+    common = [
+        "--num-cpus=1",
+        "--block",
+        "--disable-usage-stats",
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+    ]
+    head = [
+        *ray_command(),
+        "start",
+        "--head",
+        f"--port={port}",
+        "--node-ip-address=127.0.0.1",
+        f"--temp-dir={temp}",
+        "--include-dashboard=false",
+        *common,
+    ]
     worker = [*ray_command(), "start", f"--address={address}", "--node-ip-address=127.0.0.1", *common]
     started: list[subprocess.Popen] = []
     log = open(Path(temp) / "start.log", "w")

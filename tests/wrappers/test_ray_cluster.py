@@ -128,11 +128,39 @@ def test_textgym_train_plays_its_envs_on_the_cluster(cluster, tmp_path):
     address, home = cluster
     env = dict(os.environ, RAY_ADDRESS=address, HOME=home, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
     out = tmp_path / "run"
-    argv = ["train", "--env", "textgym/Sudoku-v0", "--env-kwargs", '{"size": 4, "max_turns": 2}', "--vectorization-mode", "ray",
-            "--sft-steps", "0",
-            "--output-dir", str(out), "--steps", "2", "--prompts-per-step", "2", "--group-size", "4", "--num-envs", "4",
-            "--eval-episodes", "4", "--eval-every", "2", "--max-new-tokens", "3", "--max-length", "64",
-            "--log-rollouts-every", "1", "--no-progress", "--no-plot"]
+    argv = [
+        "train",
+        "--env",
+        "textgym/Sudoku-v0",
+        "--env-kwargs",
+        '{"size": 4, "max_turns": 2}',
+        "--vectorization-mode",
+        "ray",
+        "--sft-steps",
+        "0",
+        "--output-dir",
+        str(out),
+        "--steps",
+        "2",
+        "--prompts-per-step",
+        "2",
+        "--group-size",
+        "4",
+        "--num-envs",
+        "4",
+        "--eval-episodes",
+        "4",
+        "--eval-every",
+        "2",
+        "--max-new-tokens",
+        "3",
+        "--max-length",
+        "64",
+        "--log-rollouts-every",
+        "1",
+        "--no-progress",
+        "--no-plot",
+    ]
     done = subprocess.run([sys.executable, "-m", "textgym.cli", *argv], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Connecting to existing Ray cluster" in done.stderr

@@ -108,4 +108,3 @@ def test_autoreset_disabled_raises_the_sub_env_error(local_ray):
     with pytest.raises(gym.error.ResetNeeded):
         venv.step(["no answer"])
     venv.close()
-

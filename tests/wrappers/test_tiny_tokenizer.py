@@ -12,15 +12,21 @@ from tests.wrappers.chat_fixtures import tokenizer
 CONVERSATION = [
     {"role": "system", "content": "You are terse."},
     {"role": "user", "content": "héllo 日本"},
-    {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "a", "type": "function", "function": {"name": "place", "arguments": '{"row": 1}'}},
-        {"id": "b", "type": "function", "function": {"name": "look", "arguments": {"all": True}}},
-    ]},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "place", "arguments": '{"row": 1}'}},
+            {"id": "b", "type": "function", "function": {"name": "look", "arguments": {"all": True}}},
+        ],
+    },
     {"role": "tool", "content": '{"ok": true}', "tool_call_id": "a", "name": "place"},
     {"role": "tool", "content": "[]", "tool_call_id": "b", "name": "look"},
     {"role": "assistant", "content": "<answer>1</answer>"},
 ]
-TOOLS = [{"type": "function", "function": {"name": "place", "description": "Put a digit.", "parameters": {"type": "object", "properties": {}}}}]
+TOOLS = [
+    {"type": "function", "function": {"name": "place", "description": "Put a digit.", "parameters": {"type": "object", "properties": {}}}}
+]
 
 
 def test_vocabulary_is_bytes_then_chat_tokens():
@@ -43,9 +49,12 @@ def test_template_renders_tools_tool_calls_and_tool_results():
     text = tok.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=False, add_generation_prompt=True)
     system, rest = text.split("<|im_end|>\n", 1)
     assert system.startswith("<|im_start|>system\nYou are terse.\n\n# Tools") and json.dumps(TOOLS[0]) in system
-    assert '<|im_start|>assistant\n<tool_call>\n{"name": "place", "arguments": {"row": 1}}\n</tool_call>\n<tool_call>\n{"name": "look", "arguments": {"all": true}}\n</tool_call><|im_end|>\n' in rest
+    assert (
+        '<|im_start|>assistant\n<tool_call>\n{"name": "place", "arguments": {"row": 1}}\n</tool_call>\n<tool_call>\n{"name": "look", "arguments": {"all": true}}\n</tool_call><|im_end|>\n'
+        in rest
+    )
     # Consecutive tool results share one user turn, as in Qwen2.5.
-    assert "<|im_start|>user\n<tool_response>\n{\"ok\": true}\n</tool_response>\n<tool_response>\n[]\n</tool_response><|im_end|>\n" in rest
+    assert '<|im_start|>user\n<tool_response>\n{"ok": true}\n</tool_response>\n<tool_response>\n[]\n</tool_response><|im_end|>\n' in rest
     assert text.endswith("<|im_start|>assistant\n<answer>1</answer><|im_end|>\n<|im_start|>assistant\n")
     without_tools = tok.apply_chat_template(CONVERSATION[:2], tokenize=False)
     assert without_tools == "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nhéllo 日本<|im_end|>\n"
@@ -76,7 +85,25 @@ def test_saves_and_loads_as_a_hugging_face_directory(tmp_path):
 
 # ----- ByteCodec: the tiny tokenizer's encode/decode without the tokenizers library's per-byte cost -----
 
-_PIECES = ["a", " ", "\n", "é", "東", "🙂", "<", "|", ">", "<tool", "<|im_end|>", "<|im_start|>", "<tool_call>", "</tool_call>", "<tools>", "</tools>", "<think>"]
+_PIECES = [
+    "a",
+    " ",
+    "\n",
+    "é",
+    "東",
+    "🙂",
+    "<",
+    "|",
+    ">",
+    "<tool",
+    "<|im_end|>",
+    "<|im_start|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tools>",
+    "</tools>",
+    "<think>",
+]
 
 
 @settings(max_examples=300, deadline=None)

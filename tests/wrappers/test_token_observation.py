@@ -90,7 +90,9 @@ def test_decoded_trajectory_is_the_rendered_conversation(kind, env_id):
         np.testing.assert_array_equal(after[: before.size], before)
         assert start == before.size
     for obs in observations[:-1]:
-        assert decode(tok, obs).endswith(tok.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False, add_generation_prompt=True)[-12:])
+        assert decode(tok, obs).endswith(
+            tok.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False, add_generation_prompt=True)[-12:]
+        )
 
 
 def test_trajectory_keeps_ids_that_retokenization_would_change():

@@ -74,8 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         metavar="URL",
-        help="play the env on a 'textgym serve' server instead of in-process; repeat for several, "
-        "which share the sessions and fail over",
+        help="play the env on a 'textgym serve' server instead of in-process; repeat for several, which share the sessions and fail over",
     )
     parser.add_argument("--plot", default=None, metavar="PNG", help="write a bar plot of the profile")
     parser.add_argument("--out", default=None, metavar="JSONL", help="write every rollout, with its policy")
@@ -138,7 +137,13 @@ def run(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> list[PolicySpec]:
     try:
         check_env_ids(args.env_id)
-        for flag, value in (("--episodes", args.episodes), ("--k", args.k), ("--num-envs", args.num_envs), ("--max-tokens", args.max_tokens or 1), ("--threads", args.threads or 1)):
+        for flag, value in (
+            ("--episodes", args.episodes),
+            ("--k", args.k),
+            ("--num-envs", args.num_envs),
+            ("--max-tokens", args.max_tokens or 1),
+            ("--threads", args.threads or 1),
+        ):
             if value < 1:
                 raise ValueError(f"{flag} must be >= 1, got {value}")
         specs = [PolicySpec.parse(p) for p in (args.policy or (["random"] if args.env_url else ["oracle", "random"]))]
@@ -183,7 +188,11 @@ def _model_policy(spec: PolicySpec, args: argparse.Namespace) -> Any:
     from textgym.policies import ModelPolicy
 
     return ModelPolicy.load(
-        spec.model, backend=args.backend, max_new_tokens=args.max_tokens or 256, temperature=args.temperature, seed=args.seed,
+        spec.model,
+        backend=args.backend,
+        max_new_tokens=args.max_tokens or 256,
+        temperature=args.temperature,
+        seed=args.seed,
         threads=args.threads,
     )
 

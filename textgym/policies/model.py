@@ -139,8 +139,11 @@ class ModelPolicy:
         # top_p only when set, so that models whose generate has no top_p keep working.
         nucleus = {"top_p": self.top_p} if self.top_p < 1 else {}
         ids, logprobs = self.model.generate(
-            [prompts[i] for i in live], max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-            seed=self.call_seed(self.calls), **nucleus
+            [prompts[i] for i in live],
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            seed=self.call_seed(self.calls),
+            **nucleus,
         )
         self.calls += 1
         if len(ids) != len(live) or len(logprobs) != len(live):

@@ -116,9 +116,7 @@ class OpenAIPolicy:
         try:
             response = self.client.chat.completions.create(**kwargs)
         except openai.APITimeoutError:
-            raise EndpointError(
-                f"{self.base_url}: no reply within {self.timeout:g} s after {self.max_retries} retries"
-            ) from None
+            raise EndpointError(f"{self.base_url}: no reply within {self.timeout:g} s after {self.max_retries} retries") from None
         except openai.APIStatusError as exc:
             raise EndpointError(
                 f"{self.base_url}: HTTP {exc.status_code} after {self.max_retries} retries: {_short(exc.message)}"

@@ -63,7 +63,7 @@ class RandomPolicy:
             name = fn.get("name", "tool")
             arguments = random_value(fn.get("parameters") or {"type": "object"}, self.rng)
             if self.rng.random() < 0.5:  # both action forms the envs accept
-                return f'{TOOL_OPEN}{json.dumps({"name": name, "arguments": arguments})}{TOOL_CLOSE}'
+                return f"{TOOL_OPEN}{json.dumps({'name': name, 'arguments': arguments})}{TOOL_CLOSE}"
             call = ToolCall("random", name, arguments)
             return {"role": "assistant", "content": "", "tool_calls": [call.to_openai()]}
         if self.rng.random() < self.p_answer:

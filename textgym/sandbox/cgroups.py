@@ -135,7 +135,13 @@ def _make(version: int, name: str, limits: Limits) -> WorkerCgroup:
             os.makedirs(base, exist_ok=True)
             _write(os.path.join(ROOT, "cgroup.subtree_control"), "+pids +memory")
             _write(os.path.join(base, "cgroup.subtree_control"), "+pids +memory")
-            settings = {os.path.join(base, name): {"pids.max": str(limits.processes + OVERHEAD), "memory.max": str(limits.cgroup_memory), "memory.swap.max": "0"}}
+            settings = {
+                os.path.join(base, name): {
+                    "pids.max": str(limits.processes + OVERHEAD),
+                    "memory.max": str(limits.cgroup_memory),
+                    "memory.swap.max": "0",
+                }
+            }
         else:
             pids, memory = os.path.join(ROOT, "pids"), os.path.join(ROOT, "memory")
             if not os.path.exists(os.path.join(pids, "cgroup.procs")):

@@ -48,13 +48,17 @@ _CALLS = ([1], [1.5, "s"], ["t", [1, None]], [True], ["raise"])
 WARM_UP = (
     "".join(
         [json.dumps({"op": "open", "code": _SAMPLE, "mode": "function"}) + "\n"]
-        + [json.dumps({"op": "call", "id": i, "kind": "function", "name": "_w", "args": a, "kwargs": {"k": {"__tuple__": [i]}}}) + "\n" for i, a in enumerate(_CALLS)]
+        + [
+            json.dumps({"op": "call", "id": i, "kind": "function", "name": "_w", "args": a, "kwargs": {"k": {"__tuple__": [i]}}}) + "\n"
+            for i, a in enumerate(_CALLS)
+        ]
         + [json.dumps({"op": "call", "id": 9, "kind": "function", "name": "_missing", "args": [], "kwargs": {}, "refs": True}) + "\n"]
     ).encode(),
     (json.dumps({"op": "open", "code": "def (", "mode": "function"}) + "\n").encode(),
 )
 
 # ----------------------------------------------------------------- typed plain values ---
+
 
 def encode(value, depth=0, keep=None):
     """A JSON tree for a program's output, built from exact builtin types only.
@@ -165,6 +169,7 @@ def short_traceback(exc, limit=6):
 
 # ---------------------------------------------------------------------- the child ---
 
+
 class Child:
     """Code that runs in the forked child, after privileges are dropped."""
 
@@ -228,7 +233,7 @@ class Child:
         data = (json.dumps(message, allow_nan=True) + "\n").encode()
         view = memoryview(data)
         while view:
-            view = view[os.write(self.results, view):]
+            view = view[os.write(self.results, view) :]
 
     def run(self, req):
         reply = {"op": "call", "id": req["id"]}
@@ -292,6 +297,7 @@ class Child:
 
 
 # --------------------------------------------------------------------- the zygote ---
+
 
 class Zygote:
     """Keeps one pre-forked child ready, relays calls, enforces limits, and cleans up.
@@ -586,6 +592,7 @@ class Zygote:
             os.close(fd)
         status = self.ask(b"k")
         self.last_status = None if status == b"-" else int(status)
+
 
 class Forker:
     """Forks the children, and kills and cleans up after each: the zygote's one other process.

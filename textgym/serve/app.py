@@ -100,8 +100,9 @@ class EnvServer:
         await websocket.accept()
         if self.active >= self.max_sessions:
             message = f"the server holds its maximum of {self.max_sessions} sessions; retry later"
-            await _send_and_close(websocket, error_frame(ErrorCode.CAPACITY_REACHED, message,
-                                                         active_sessions=self.active, max_sessions=self.max_sessions))
+            await _send_and_close(
+                websocket, error_frame(ErrorCode.CAPACITY_REACHED, message, active_sessions=self.active, max_sessions=self.max_sessions)
+            )
             return
         self.reserved += 1
         try:

@@ -31,15 +31,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "recommended whenever --host is not loopback",
     )
     parser.add_argument(
-        "--allow-origin", action="append", default=[], metavar="ORIGIN",
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
         help="a browser origin allowed to connect (e.g. https://example.org; '*': any); repeatable",
     )
     parser.add_argument(
-        "--allow-host", action="append", default=[], metavar="NAME",
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
         help="a Host name allowed besides localhost and IP addresses (e.g. env.example.org; '*': any); repeatable",
     )
     parser.add_argument(
-        "--request-timeout", type=float, default=REQUEST_TIMEOUT, metavar="SECONDS",
+        "--request-timeout",
+        type=float,
+        default=REQUEST_TIMEOUT,
+        metavar="SECONDS",
         help="close a connection that takes longer to send a whole request",
     )
 
@@ -86,8 +95,11 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
     print(f"serving {args.env_id} on ws://{host}:{port}/ws (up to {args.max_sessions} sessions)", flush=True)
     if token is None and not _loopback(host):
-        print(f"warning: listening on {host} without a token: anyone who reaches this port can play "
-              "(see docs/serving.md, Security)", file=sys.stderr, flush=True)
+        print(
+            f"warning: listening on {host} without a token: anyone who reaches this port can play (see docs/serving.md, Security)",
+            file=sys.stderr,
+            flush=True,
+        )
     uvicorn.Server(config).run(sockets=[sock])
     return 0
 
@@ -110,5 +122,3 @@ def _bind(host: str, port: int) -> socket.socket:
         raise TextGymError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.set_inheritable(True)
     return sock
-
-

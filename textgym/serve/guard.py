@@ -160,8 +160,13 @@ async def _refuse_websocket(receive: Any, send: Any, status: int, message: str) 
     await receive()  # websocket.connect
     body = json.dumps({"detail": message}).encode()
     try:
-        await send({"type": "websocket.http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "websocket.http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "websocket.http.response.body", "body": body})
     except (RuntimeError, KeyError, ValueError):
         await send({"type": "websocket.close", "code": 1008})

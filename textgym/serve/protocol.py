@@ -156,9 +156,7 @@ def state_frame(state: Mapping[str, Any]) -> str:
 
 
 def _json_name(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number"
-    )
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
 
 
 # ----- JSON Schemas served at GET /schema -----

@@ -83,7 +83,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH", help="run directories (textgym train) or rollouts .jsonl files")
     parser.add_argument("--out", default="view.html", metavar="HTML", help="the page to write (default: view.html)")
     parser.add_argument(
-        "--tokenizer", default=None, metavar="DIR",
+        "--tokenizer",
+        default=None,
+        metavar="DIR",
         help="tokenizer for the token view: a Hugging Face directory or 'tiny' (default: the run directory's)",
     )
 

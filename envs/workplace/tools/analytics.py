@@ -22,9 +22,7 @@ class AnalyticsTools(SessionRecords):
         where.dates("date_of_visit", time_min, time_max)
         return where
 
-    def _count_by_date(
-        self, time_min: str | None, time_max: str | None, extra: str = "", params: tuple = ()
-    ) -> dict[str, Any]:
+    def _count_by_date(self, time_min: str | None, time_max: str | None, extra: str = "", params: tuple = ()) -> dict[str, Any]:
         where = self._range(time_min, time_max)
         if extra:
             where.add(extra, *params)
@@ -52,9 +50,7 @@ class AnalyticsTools(SessionRecords):
             raise ToolError(f"no visits by visitor {visitor_id!r}")
         return [dict(zip(S.ANALYTICS.names, r)) for r in rows]
 
-    def analytics_create_plot(
-        self, time_min: Day, time_max: Day, value_to_plot: S.PlotValue, plot_type: S.PlotType
-    ) -> dict[str, Any]:
+    def analytics_create_plot(self, time_min: Day, time_max: Day, value_to_plot: S.PlotValue, plot_type: S.PlotType) -> dict[str, Any]:
         """Plots an analytics value over a date range and saves the plot; returns its file path.
 
         Args:
@@ -120,9 +116,7 @@ class AnalyticsTools(SessionRecords):
         counts = dict.fromkeys(S.TRAFFIC_SOURCES, 0) | rows
         return {"by_source": counts, "total": sum(counts.values())}
 
-    def analytics_get_average_session_duration(
-        self, time_min: Day | None = None, time_max: Day | None = None
-    ) -> dict[str, Any]:
+    def analytics_get_average_session_duration(self, time_min: Day | None = None, time_max: Day | None = None) -> dict[str, Any]:
         """Returns the average session duration in seconds over a date range.
 
         Args:
@@ -130,7 +124,5 @@ class AnalyticsTools(SessionRecords):
             time_max: End date of the range, YYYY-MM-DD (inclusive).
         """
         where = self._range(time_min, time_max)
-        avg, n = self.db.execute(
-            f"SELECT avg(session_duration_seconds), count(*) FROM analytics{where.sql}", where.params
-        ).fetchone()
+        avg, n = self.db.execute(f"SELECT avg(session_duration_seconds), count(*) FROM analytics{where.sql}", where.params).fetchone()
         return {"average_session_duration_seconds": None if avg is None else round(avg, 2), "visits": n}

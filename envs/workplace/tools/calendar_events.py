@@ -68,9 +68,7 @@ class CalendarTools(SessionRecords):
             where.add("event_start <= ?", canonical_datetime(time_max))
         return self._page(S.CALENDAR, where, page, page_size, "events")
 
-    def calendar_create_event(
-        self, event_name: str, participant_email: Email, event_start: Moment, duration: Minutes
-    ) -> dict[str, Any]:
+    def calendar_create_event(self, event_name: str, participant_email: Email, event_start: Moment, duration: Minutes) -> dict[str, Any]:
         """Creates a new event with one participant.
 
         Args:
