@@ -32,6 +32,7 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -567,17 +568,24 @@ def run_train(args: argparse.Namespace) -> int:
         return 0
     if launch.wants_launch(args):
         _check_world_size(config, args.nproc)
+    return _run_in_processes(config, args, train, _print_summary)
+
+
+def _run_in_processes(config: TrainConfig | SFTConfig, args: argparse.Namespace, job: Callable, report: Callable) -> int:
+    """Run ``job(config)`` here, or launch the ``--nproc`` processes that each run this command line;
+    only the process that writes run files reports ``job``'s result."""
+    if launch.wants_launch(args):
         if config.backend == "jax":
             return launch.run_jax_processes(args.nproc, args.command_line)
         return launch.run_torchrun(args.nproc, args.command_line)
     try:
         distributed.init(config.backend, **launch.process_flags(args))
-        summary = train(config)
+        result = job(config)
         writer = distributed.is_writer()
     finally:
         distributed.destroy()
     if writer:
-        _print_summary(summary)
+        report(result)
     return 0
 
 
@@ -616,19 +624,7 @@ def run_sft(args: argparse.Namespace) -> int:
     if args.print_config:
         print(to_json(config), end="")
         return 0
-    if launch.wants_launch(args):
-        if config.backend == "jax":
-            return launch.run_jax_processes(args.nproc, args.command_line)
-        return launch.run_torchrun(args.nproc, args.command_line)
-    try:
-        distributed.init(config.backend, **launch.process_flags(args))
-        final = sft(config)
-        writer = distributed.is_writer()
-    finally:
-        distributed.destroy()
-    if writer:
-        print(f"SFT model written to {final}")
-    return 0
+    return _run_in_processes(config, args, sft, lambda final: print(f"SFT model written to {final}"))
 
 
 def _add_print_config(parser: argparse.ArgumentParser) -> None:
