@@ -161,3 +161,15 @@ def test_a_bad_port_is_one_line():
         timeout=60,
     )
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--http" in out.stderr
+
+
+def test_an_env_without_tools_in_this_process_is_refused_with_one_error():
+    from textgym.error import TextGymError
+    from textgym.integrations.mcp import EnvToolServer
+
+    class Served(gym.Env):  # like textgym/Remote-v0: the tools live in another process
+        def close(self):
+            pass
+
+    with pytest.raises(TextGymError, match="no tools in this process"):
+        EnvToolServer("textgym/Remote-v0", make_env=lambda env_id: Served())

@@ -80,8 +80,11 @@ class EnvToolServer:
         self.env_id = env_id
         self._make = lambda: make_env(env_id, **dict(env_kwargs or {}))
         probe = self._make()
-        toolset = probe.unwrapped.tools
+        served_elsewhere = not hasattr(probe.unwrapped, "tools")
+        toolset = getattr(probe.unwrapped, "tools", None)
         probe.close()
+        if served_elsewhere:  # textgym/Remote-v0: the tools live in the server's env, not in this process
+            raise TextGymError(f"{env_id} has no tools in this process to serve: run textgym mcp where its env runs")
         schemas = toolset.schemas() if toolset else []
         clash = {s["function"]["name"] for s in schemas} & {"reset", "respond"}
         if clash:
