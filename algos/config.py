@@ -57,6 +57,10 @@ _ORACLE_KWARGS = (
     "Keyword arguments of the env's ``oracle_action`` (``None``: none); Sudoku's ``{\"place\": 16}`` "
     "demonstrates ``place`` calls, not the grid."
 )
+_TINY_LAYERS = (
+    "Decoder layers of the ``tiny`` model (``None``: its default of 2); deeper ones find cells on a board "
+    "that two layers do not (docs/benchmarks.md). Only for ``model=tiny``."
+)
 _TRAINABLE = "Train only the top this many decoder layers (see ``GRPOConfig.trainable_layers``; ``None``: every parameter)."
 
 
@@ -75,6 +79,7 @@ class SFTConfig:
     env_kwargs: dict[str, Any] = option(factory=dict, doc="Keyword arguments of ``gym.make``.", **warm_start("sft_kwargs"))
     backend: Backend = option("torch", _BACKEND, **warm_start("backend"))
     model: str = option("tiny", _MODEL, **warm_start("model"))
+    tiny_layers: int | None = option(None, _TINY_LAYERS, **warm_start("tiny_layers"))
     preset: str | None = option(None, _PRESET, **warm_start("preset"))
     output_dir: str | None = option(
         None,
@@ -114,7 +119,8 @@ class SFTConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
         check_choices(self)
-        _check_positive(self, "batch_size", "max_length", "micro_batch_size", "num_envs", "threads")
+        _check_positive(self, "batch_size", "max_length", "micro_batch_size", "num_envs", "threads", "tiny_layers")
+        _check_tiny_layers(self)
         if self.steps < 0 or self.demos < 0:  # 0: a warm start that `textgym train` skips
             raise ValueError(f"steps and demos must be >= 0, got {self.steps}, {self.demos}")
 
@@ -158,6 +164,7 @@ class TrainConfig:
     )
     backend: Backend = option("torch", _BACKEND)
     model: str = option("tiny", _MODEL)
+    tiny_layers: int | None = option(None, _TINY_LAYERS)
     preset: str | None = option(None, _PRESET)
     output_dir: str | None = option(
         None, "Run directory: checkpoints, ``metrics.jsonl``, ``curve.png``, ``summary.json`` (``None``: ``runs/<env>-<backend>``)."
@@ -237,7 +244,9 @@ class TrainConfig:
             "stop_after",
             "threads",
             "sft_batch_size",
+            "tiny_layers",
         )
+        _check_tiny_layers(self)
         if self.log_rollouts_every < 0 or self.sft_steps < 0:
             raise ValueError(f"log_rollouts_every and sft_steps must be >= 0, got {self.log_rollouts_every}, {self.sft_steps}")
         if self.mesh is not None:
@@ -304,6 +313,11 @@ def _check_positive(config: Any, *names: str) -> None:
         value = getattr(config, name)
         if value is not None and value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+def _check_tiny_layers(config: Any) -> None:
+    if config.tiny_layers is not None and str(config.model) != "tiny":
+        raise ValueError(f"tiny_layers is for model='tiny', got model={str(config.model)!r}")
 
 
 def default_output_dir(env: str | tuple[str, ...], suffix: str) -> str:

@@ -57,13 +57,16 @@ def cache_dir() -> Path:
     return Path(os.environ.get("TEXTGYM_CACHE") or Path.home() / ".cache" / "textgym").expanduser()
 
 
-def resolve(model: str | os.PathLike, workdir: str | os.PathLike | None = None, seed: int = 0, progress: bool = True) -> Path:
+def resolve(
+    model: str | os.PathLike, workdir: str | os.PathLike | None = None, seed: int = 0, progress: bool = True, tiny_layers: int | None = None
+) -> Path:
     """The HF directory that ``model`` names, converting (once) or creating it as needed.
 
     Args:
         model: A HF directory, ``tiny``, ``smollm2-135m`` or a ``.gguf`` file.
         workdir: Where ``tiny`` is created (a run directory); None: under the cache.
         seed: The tiny model's init seed.
+        tiny_layers: The tiny model's decoder layers (None: :class:`~textgym.algos.tiny.TinySize`'s default).
         progress: Show the GGUF conversion's progress on stderr.
 
     Raises:
@@ -74,7 +77,8 @@ def resolve(model: str | os.PathLike, workdir: str | os.PathLike | None = None, 
     """
     text = os.fspath(model)
     if text == tiny.NAME:
-        return tiny.resolve(text, workdir if workdir is not None else cache_dir() / "tiny" / f"seed-{seed}", seed=seed)
+        size = tiny.TinySize() if tiny_layers is None else tiny.TinySize(num_hidden_layers=tiny_layers)
+        return tiny.resolve(text, workdir if workdir is not None else cache_dir() / "tiny" / f"seed-{seed}", seed=seed, size=size)
     if text == SMOLLM2:
         return convert_gguf(smollm2_gguf(progress=progress), progress=progress)
     path = Path(text).expanduser()

@@ -111,7 +111,9 @@ def sft(config: SFTConfig) -> Path:
     distributed.barrier()  # every rank has looked before rank 0 writes anything
     if writer:
         out.mkdir(parents=True, exist_ok=True)
-    model_dir = distributed.writer_first(lambda: models.resolve(config.model, out, seed=config.seed, progress=config.progress))
+    model_dir = distributed.writer_first(
+        lambda: models.resolve(config.model, out, seed=config.seed, progress=config.progress, tiny_layers=config.tiny_layers)
+    )
     template = chat_template(config.chat_template, config.model)
     backend = load_backend(config.backend, config.threads)
     policy = backend.load_policy(model_dir)

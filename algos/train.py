@@ -88,7 +88,9 @@ def train(config: TrainConfig) -> dict[str, Any]:
     if config.sft_steps:
         start_model = sft_warm_start(config)
     else:
-        start_model = distributed.writer_first(lambda: models.resolve(config.model, out, seed=config.seed, progress=config.progress))
+        start_model = distributed.writer_first(
+            lambda: models.resolve(config.model, out, seed=config.seed, progress=config.progress, tiny_layers=config.tiny_layers)
+        )
     backend = backends.load_backend(config.backend, config.threads)
     # A LoRA checkpoint holds the adapter only: the base weights come from the start model.
     weights = checkpoint if checkpoint is not None and not config.grpo.lora_rank else start_model

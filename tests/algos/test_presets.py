@@ -155,3 +155,15 @@ def test_env_weights_must_be_finite_non_negative_and_sum_above_zero(weights, cap
     code = main(["train", "--env", "textgym/Sudoku-v0", "--env", "textgym/Code-v0", "--env-weights", weights, "--steps", "1"])
     err = capsys.readouterr().err
     assert code == 2 and "finite env weights" in err and err.count("\n") == 1, err
+
+
+def test_tiny_layers_deepens_the_tiny_model_and_only_it(tmp_path):
+    from textgym.algos import models
+
+    path = models.resolve("tiny", tmp_path, seed=0, tiny_layers=4)
+    assert json.loads((path / "config.json").read_text(encoding="utf-8"))["num_hidden_layers"] == 4
+    assert train_args("--env", SUDOKU, "--tiny-layers", "4").sft_config().tiny_layers == 4
+    with pytest.raises(ValueError, match="tiny_layers is for model='tiny'"):
+        TrainConfig(env=SUDOKU, model="smollm2-135m", tiny_layers=4)
+    with pytest.raises(ValueError, match="tiny_layers must be >= 1"):
+        SFTConfig(env=SUDOKU, tiny_layers=0)
