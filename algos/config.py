@@ -55,7 +55,7 @@ _TEMPLATE_BREAK = (
 _THREADS = "Intra-op CPU threads of the backend (``None``: the framework's default); see :func:`textgym.algos.backends.load_backend`."
 _ORACLE_KWARGS = (
     "Keyword arguments of the env's ``oracle_action`` (``None``: none); Sudoku's ``{\"place\": 16}`` "
-    "demonstrates ``place`` calls, not the grid."
+    "demonstrates ``place`` calls, not the grid. For a mixture, an object keyed by env id gives each env its own."
 )
 _TINY_LAYERS = (
     "Decoder layers of the ``tiny`` model (``None``: its default of 2); deeper ones find cells on a board "
@@ -75,8 +75,16 @@ def warm_start(source: str) -> dict[str, str]:
 class SFTConfig:
     """Supervised warm start on the env's oracle demonstrations (``textgym sft``)."""
 
-    env: str = option(doc="Registered env id, e.g. ``textgym/Sudoku-v0``.", **warm_start("envs.0"))
-    env_kwargs: dict[str, Any] = option(factory=dict, doc="Keyword arguments of ``gym.make``.", **warm_start("sft_kwargs"))
+    env: str | tuple[str, ...] = option(
+        doc="Registered env id, e.g. ``textgym/Sudoku-v0``, or several (a mixture's warm start: the demonstrations "
+        "are shared equally among them).",
+        **warm_start("env"),
+    )
+    env_kwargs: dict[str, Any] = option(
+        factory=dict,
+        doc="Keyword arguments of ``gym.make``; for a mixture, an object keyed by env id gives each env its own.",
+        **warm_start("sft_kwargs"),
+    )
     backend: Backend = option("torch", _BACKEND, **warm_start("backend"))
     model: str = option("tiny", _MODEL, **warm_start("model"))
     tiny_layers: int | None = option(None, _TINY_LAYERS, **warm_start("tiny_layers"))
@@ -118,11 +126,26 @@ class SFTConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
+        if not isinstance(self.env, str):
+            object.__setattr__(self, "env", _distinct_ids(self.env))
         check_choices(self)
         _check_positive(self, "batch_size", "max_length", "micro_batch_size", "num_envs", "threads", "tiny_layers")
         _check_tiny_layers(self)
         if self.steps < 0 or self.demos < 0:  # 0: a warm start that `textgym train` skips
             raise ValueError(f"steps and demos must be >= 0, got {self.steps}, {self.demos}")
+
+    @property
+    def envs(self) -> tuple[str, ...]:
+        """The warm start's env ids (one, or a mixture's)."""
+        return (self.env,) if isinstance(self.env, str) else self.env
+
+    def kwargs_of(self, env: str) -> dict[str, Any]:
+        """``gym.make`` keyword arguments of ``env`` (``env_kwargs``, or its entry when keyed by env id)."""
+        return _entry(self.env_kwargs, self.envs, env) or {}
+
+    def oracle_kwargs_of(self, env: str) -> dict[str, Any] | None:
+        """``oracle_action`` keyword arguments of ``env`` (``oracle_kwargs``, or its entry when keyed by env id)."""
+        return _entry(self.oracle_kwargs, self.envs, env)
 
     def resolved(self) -> SFTConfig:
         """The config a run uses: ``output_dir`` filled in."""
@@ -220,9 +243,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.env, str):
-            object.__setattr__(self, "env", tuple(self.env))
-            if not self.env or len(set(self.env)) != len(self.env):
-                raise ValueError(f"expected one or more distinct env ids, got {list(self.env)}")
+            object.__setattr__(self, "env", _distinct_ids(self.env))
         if self.env_weights is not None:
             object.__setattr__(self, "env_weights", tuple(float(w) for w in self.env_weights))
             finite = all(math.isfinite(w) and w >= 0 for w in self.env_weights)  # NaN passes both < 0 and <= 0
@@ -263,8 +284,12 @@ class TrainConfig:
 
     @property
     def sft_kwargs(self) -> dict[str, Any]:
-        """``gym.make`` keyword arguments of the warm start's demonstrations."""
-        return self.kwargs_of(self.envs[0]) if self.sft_env_kwargs is None else dict(self.sft_env_kwargs)
+        """``gym.make`` keyword arguments of the warm start's demonstrations (keyed by env id for a mixture)."""
+        if self.sft_env_kwargs is not None:
+            return dict(self.sft_env_kwargs)
+        if len(self.envs) > 1:
+            return {env: self.kwargs_of(env) for env in self.envs}
+        return self.kwargs_of(self.env)
 
     @property
     def sft_output_dir(self) -> str:
@@ -273,10 +298,7 @@ class TrainConfig:
 
     def kwargs_of(self, env: str) -> dict[str, Any]:
         """``gym.make`` keyword arguments of ``env`` (``env_kwargs``, or its entry when keyed by env id)."""
-        kwargs = self.env_kwargs
-        if len(self.envs) > 1 and kwargs and set(kwargs) <= set(self.envs):
-            return dict(kwargs.get(env, {}))
-        return dict(kwargs)
+        return _entry(self.env_kwargs, self.envs, env) or {}
 
     def replace(self, **changes: Any) -> TrainConfig:
         return dataclasses.replace(self, **changes)
@@ -299,6 +321,20 @@ class TrainConfig:
         source = self.resolved()
         values = {f.name: _attribute(source, f.metadata["warm_start"]) for f in dataclasses.fields(SFTConfig) if "warm_start" in f.metadata}
         return SFTConfig(**values)
+
+
+def _distinct_ids(envs: Any) -> tuple[str, ...]:
+    envs = tuple(envs)
+    if not envs or len(set(envs)) != len(envs):
+        raise ValueError(f"expected one or more distinct env ids, got {list(envs)}")
+    return envs
+
+
+def _entry(value: dict[str, Any] | None, envs: tuple[str, ...], env: str) -> dict[str, Any] | None:
+    """``value`` for ``env``: its entry when ``value`` is keyed by the env ids of a mixture, else ``value``."""
+    if value is not None and len(envs) > 1 and value and set(value) <= set(envs):
+        value = value.get(env)
+    return None if value is None else dict(value)
 
 
 def _attribute(config: Any, path: str) -> Any:

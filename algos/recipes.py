@@ -143,15 +143,20 @@ def train_config(run: Mapping[str, Any], grpo: Mapping[str, Any] | None = None) 
 
     The preset is the one ``run["preset"]`` names, else :func:`preset_for` the run's env and model,
     else none (the dataclasses' defaults). A mixture started from one env's preset gives each env
-    the ``env_kwargs`` of its own preset, unless ``run`` sets them.
+    the ``env_kwargs`` and ``sft_oracle_kwargs`` of its own preset, unless ``run`` sets them.
 
     Raises:
         ValueError: Neither an env nor a preset is given, or a value is invalid.
     """
+    run = _one_or_many(run)
     start = _start(run, TrainConfig)
     config = start.replace(**run) if start is not None else TrainConfig(**run)
-    if "env_kwargs" not in run and len(config.envs) > 1 and (start is None or start.env != config.env):
-        config = config.replace(env_kwargs={env: dict(p.env_kwargs) if (p := preset_for(env, config.model)) else {} for env in config.envs})
+    if len(config.envs) > 1 and (start is None or start.env != config.env):
+        own = {env: preset_for(env, config.model) for env in config.envs}  # each env's own preset, if any
+        if "env_kwargs" not in run:
+            config = config.replace(env_kwargs={env: dict(p.env_kwargs) if p else {} for env, p in own.items()})
+        if "sft_oracle_kwargs" not in run:
+            config = config.replace(sft_oracle_kwargs={env: p.sft_oracle_kwargs if p else None for env, p in own.items()})
     if grpo:
         config = config.replace(grpo=dataclasses.replace(config.grpo, **grpo))
     return config.resolved()
@@ -160,10 +165,19 @@ def train_config(run: Mapping[str, Any], grpo: Mapping[str, Any] | None = None) 
 def sft_config(run: Mapping[str, Any]) -> SFTConfig:
     """The resolved config of ``textgym sft``: its preset's warm start (see :func:`train_config`) with
     the ``SFTConfig`` fields of ``run`` on top."""
+    run = _one_or_many(run)
     start = _start(run, SFTConfig)
     if start is None:
         return SFTConfig(**run).resolved()
     return dataclasses.replace(start.sft_config(), **({"output_dir": None} | dict(run))).resolved()
+
+
+def _one_or_many(run: Mapping[str, Any]) -> dict[str, Any]:
+    """``run`` with a repeated ``--env``'s list as one id, or a tuple of several."""
+    run = dict(run)
+    if isinstance(run.get("env"), list):
+        run["env"] = run["env"][0] if len(run["env"]) == 1 else tuple(run["env"])
+    return run
 
 
 def _start(run: Mapping[str, Any], cls: type) -> TrainConfig | None:

@@ -77,6 +77,24 @@ def demonstrations(
     return [policy_prefix(r) for r in rollouts]
 
 
+def warm_start_demonstrations(config: SFTConfig, tokenizer: Any, template: str | None, seeds: Sequence[int]) -> list[Rollout]:
+    """:func:`demonstrations` of each of the run's envs, which share ``seeds`` equally (a mixture).
+
+    Raises:
+        RuntimeError: An env's oracle solved none of its tasks (wrong ``oracle_kwargs`` or tasks).
+    """
+    demos: list[Rollout] = []
+    for i, env in enumerate(config.envs):
+        share = seeds[i :: len(config.envs)]
+        mine = demonstrations(
+            env, config.kwargs_of(env), tokenizer, template, share, config.num_envs, config.oracle_kwargs_of(env), config.on_template_break
+        )
+        if not any(r.success for r in mine):
+            raise RuntimeError(f"the oracle of {env} solved none of {len(share)} demonstration tasks")
+        demos += mine
+    return demos
+
+
 def sft_batch(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
     """A batch whose GRPO step is an SFT step: advantage 1 per sequence, no old logprobs."""
     batch = pack(rollouts, config, pad_id=pad_id)
@@ -97,7 +115,7 @@ def sft(config: SFTConfig) -> Path:
     A run whose ``final/`` already exists is not repeated (so a resumed ``textgym train`` skips it).
     """
     config = config.resolved()
-    check_env_ids(config.env)
+    check_env_ids(config.envs)
     distributed.init(config.backend)  # under torchrun: every rank trains its share of each batch's rows
     writer = distributed.is_writer()
     if not writer:
@@ -119,13 +137,8 @@ def sft(config: SFTConfig) -> Path:
     policy = backend.load_policy(model_dir)
     tokenizer = models.load_tokenizer(model_dir)
     tree = SeedTree(config.seed)
-    seeds = tree.demo_seeds(config.demos)
-    demos = demonstrations(
-        config.env, config.env_kwargs, tokenizer, template, seeds, config.num_envs, config.oracle_kwargs, config.on_template_break
-    )
+    demos = warm_start_demonstrations(config, tokenizer, template, tree.demo_seeds(config.demos))
     solved = float(np.mean([r.success for r in demos]))
-    if solved == 0:
-        raise RuntimeError(f"the oracle of {config.env} solved none of {len(seeds)} demonstration tasks")
     grpo = GRPOConfig(
         group_size=1,
         lr=config.lr,

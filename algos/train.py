@@ -606,14 +606,12 @@ def _check_world_size(config: TrainConfig, nproc: int) -> None:
 def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The resolved ``TrainConfig`` of a command line (see :func:`textgym.algos.recipes.train_config`)."""
     run = flags.given(args, TrainConfig, skip=("grpo",))
-    if "env" in run:
-        run["env"] = run["env"][0] if len(run["env"]) == 1 else tuple(run["env"])
     return recipes.train_config(run, flags.given(args, GRPOConfig, skip=("seed",)))
 
 
 def add_sft_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``textgym sft``: every ``SFTConfig`` field, and ``--print-config``."""
-    flags.add_fields(parser, SFTConfig)
+    flags.add_fields(parser, SFTConfig, repeat=("env",))
     _add_print_config(parser)
     launch.add_arguments(parser)
 

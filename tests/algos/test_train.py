@@ -427,3 +427,29 @@ def test_logged_steps_keep_the_groups_the_zero_std_filter_drops(model_dir, tmp_p
         rewards = {r["reward"] for r in lines if r["group"] == g}
         if len(rewards) == 1:  # a dropped group: no advantage
             assert all(r["advantage"] == 0.0 for r in lines if r["group"] == g)
+
+
+def test_a_mixtures_warm_start_demonstrates_every_env_with_its_own_settings(model_dir):
+    from textgym.algos.models import load_tokenizer
+    from textgym.algos.sft import warm_start_demonstrations
+
+    sudoku = "textgym/Sudoku-v0"
+    cfg = SFTConfig(
+        env=(sudoku, "textgym/Code-v0"),
+        env_kwargs={sudoku: {"size": 4, "blanks": 1, "max_turns": 1}},
+        oracle_kwargs={sudoku: {"compact": True}},
+        model=str(model_dir),
+        num_envs=2,
+    )
+    demos = warm_start_demonstrations(cfg, load_tokenizer(model_dir), tiny.compact_chat_template(), list(range(6)))
+    assert [d.env_id for d in demos] == [sudoku] * 3 + ["textgym/Code-v0"] * 3
+    assert all(d.success for d in demos)
+    assert "<answer>\n" in demos[0].messages[-2]["content"]  # Sudoku's compact grid, not its drawn board
+    assert "+" not in demos[0].messages[-2]["content"]
+    with pytest.raises(RuntimeError, match="Sudoku-v0 solved none"):
+        bad = SFTConfig(
+            env=(sudoku, "textgym/Code-v0"),
+            env_kwargs={sudoku: {"size": 4, "blanks": 1, "max_turns": 1}},
+            oracle_kwargs={sudoku: {"compact": True, "noise": 1.0, "place": 0}},
+        )
+        warm_start_demonstrations(bad, load_tokenizer(model_dir), tiny.compact_chat_template(), [0])
