@@ -11,7 +11,8 @@ The learner publishes a copy of its policy after every update (:meth:`AheadSampl
 the thread samples with that copy, so the weights it reads never change under it. Each step's
 record gets ``async/staleness_mean`` and ``async/staleness_max`` (updates between the sampler's
 weights and the learner's, over the step's episodes), ``async/wait_s`` (how long the learner
-waited for the rollouts) and ``async/policy_version``.
+waited for the rollouts) and ``async/policy_version``, and the collection's own ``time/*`` metrics
+as the thread measured them.
 """
 
 from __future__ import annotations
@@ -44,17 +45,18 @@ class AheadSampler:
     ``max(s - k, start)``; :meth:`take` hands them over in order.
 
     Args:
-        collect: ``collect(policy, step) -> rollouts`` (every group of the step).
+        collect: ``collect(policy, step) -> (rollouts, metrics)`` (every group of the step, and
+            the ``time/*`` of collecting them).
         policy: The learner's policy at version ``start``.
         start: The first step to sample.
         stop: One past the last.
         k: ``max_off_policy_steps``.
     """
 
-    def __init__(self, collect: Callable[[Any, int], list[Any]], policy: Any, start: int, stop: int, k: int):
+    def __init__(self, collect: Callable[[Any, int], tuple[list[Any], dict[str, float]]], policy: Any, start: int, stop: int, k: int):
         self.collect, self.start, self.stop, self.k = collect, start, stop, k
         self.versions = {start: snapshot(policy)}
-        self.ready: dict[int, tuple[list[Any], float, int]] = {}
+        self.ready: dict[int, tuple[list[Any], dict[str, float], int]] = {}
         self.error: BaseException | None = None
         self.closed = False
         self.lock = threading.Condition()
@@ -77,9 +79,9 @@ class AheadSampler:
                     for old in [v for v in self.versions if v < version]:
                         del self.versions[old]  # no later step samples from them
                 t0 = time.perf_counter()
-                rollouts = self.collect(policy, step)
+                rollouts, metrics = self.collect(policy, step)
                 with self.lock:
-                    self.ready[step] = (rollouts, time.perf_counter() - t0, version)
+                    self.ready[step] = (rollouts, metrics | {"time/rollout_s": time.perf_counter() - t0}, version)
                     self.lock.notify_all()
         except BaseException as exc:  # handed to the learner's thread by take()
             with self.lock:
@@ -87,16 +89,15 @@ class AheadSampler:
                 self.lock.notify_all()
 
     def take(self, step: int) -> tuple[list[Any], dict[str, float]]:
-        """Step ``step``'s rollouts (waiting for them) and the step's ``async/*`` and ``time/rollout_s`` metrics."""
+        """Step ``step``'s rollouts (waiting for them) and the step's ``async/*`` and collection's ``time/*`` metrics."""
         t0 = time.perf_counter()
         with self.lock:
             self.lock.wait_for(lambda: step in self.ready or self.error is not None)
             if step not in self.ready:
                 raise RuntimeError(f"the background sampler failed at step {step + 1}: {self.error}") from self.error
-            rollouts, seconds, version = self.ready.pop(step)
+            rollouts, metrics, version = self.ready.pop(step)
         staleness = step - version
-        return rollouts, {
-            "time/rollout_s": seconds,
+        return rollouts, metrics | {
             "async/wait_s": time.perf_counter() - t0,
             "async/staleness_mean": float(staleness),
             "async/staleness_max": float(staleness),
@@ -119,7 +120,9 @@ class AheadSampler:
             self.lock.notify_all()
 
 
-def start(k: int, collect: Callable[[Any, int], list[Any]], policy: Any, first: int, stop: int) -> AheadSampler | None:
+def start(
+    k: int, collect: Callable[[Any, int], tuple[list[Any], dict[str, float]]], policy: Any, first: int, stop: int
+) -> AheadSampler | None:
     """An :class:`AheadSampler` of steps ``first .. stop-1`` for ``k > 0``; None for the synchronous loop.
 
     Raises:

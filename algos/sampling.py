@@ -3,27 +3,38 @@ the held-out evaluation that plays the fixed evaluation tasks with it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from textgym.algos.grpo.seeds import Phase, SeedTree
+from textgym.policies.base import PolicyOutput
 from textgym.policies.model import ModelPolicy
 
 
 class TreeSampler(ModelPolicy):
     """A :class:`~textgym.policies.model.ModelPolicy` whose ``k``-th call of a step samples with
     ``tree.seed(phase, step, turn=k, row=row)``: calls are counted across waves, and ``row`` tells a
-    mixture's envs apart, so no two calls of a run share a seed."""
+    mixture's envs apart, so no two calls of a run share a seed. ``seconds`` adds up the time of
+    its calls (the step's ``time/sampling``)."""
 
     def __init__(self, model: Any, tree: SeedTree, phase: Phase, step: int, *, row: int = 0, **kwargs: Any):
         super().__init__(model, **kwargs)
         self.tree, self.phase, self.step, self.row = tree, phase, step, row
+        self.seconds = 0.0
 
     def call_seed(self, call: int) -> int:
         return self.tree.seed(self.phase, self.step, turn=call, row=self.row)
+
+    def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]] | None = None) -> PolicyOutput:
+        start = time.perf_counter()
+        try:
+            return super().act(observations, infos)
+        finally:
+            self.seconds += time.perf_counter() - start
 
 
 def evaluate(

@@ -7,6 +7,7 @@ from functools import partial
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from textgym.algos import tiny
 
@@ -41,3 +42,17 @@ def token_venv(
 
         return RayVectorEnv.from_id(env, num_envs, dict(env_kwargs), wrappers=[wrap])
     return gym.make_vec(env, num_envs=num_envs, vectorization_mode=vectorization_mode, wrappers=[wrap], **dict(env_kwargs))
+
+
+def token_clock(venv: gym.vector.VectorEnv) -> np.ndarray:
+    """``(num_envs, 2)``: each sub-env's seconds so far in its env and in its
+    :class:`~textgym.wrappers.TokenObservation` (``env_seconds``, ``render_seconds``)."""
+    return np.array([venv.get_attr("env_seconds"), venv.get_attr("render_seconds")], dtype=np.float64).T
+
+
+def token_seconds(before: np.ndarray, after: np.ndarray) -> dict[str, float]:
+    """``time/env`` and ``time/wrapper`` between two :func:`token_clock` readings: the sub-envs'
+    seconds, added up (a sub-env whose clock went back was replaced, a Ray actor lost: it counts
+    from zero)."""
+    spent = np.where(after >= before, after - before, after).sum(axis=0)
+    return {"time/env": float(spent[0]), "time/wrapper": float(spent[1])}

@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -265,15 +265,14 @@ def grpo_step(
     """
     grpo = config.grpo
     t0 = time.perf_counter()
-    rollouts, ahead = collected if collected is not None else (collect_step(config, policy, venvs, step), {})
+    rollouts, sampled = collected if collected is not None else collect_step(config, policy, venvs, step)
     t1 = time.perf_counter()
-    kept, batch, zero_std, metrics = learn_from(grpo, policy, learner, rollouts)
-    signal = bool(metrics)
+    update = learn_from(grpo, policy, learner, rollouts)
     t2 = time.perf_counter()
-    version = int(ahead.get("async/policy_version", step))  # the weights that sampled the step
+    version = int(sampled.get("async/policy_version", step))  # the weights that sampled the step
     if distributed.is_writer() and config.log_rollouts_every and (step == 0 or (step + 1) % config.log_rollouts_every == 0):
         # Every episode, also those of groups the zero-std filter dropped (advantage 0: all rewards equal).
-        trained = dict(zip(map(id, kept), batch.advantages)) if batch is not None else {}
+        trained = dict(zip(map(id, update.kept), update.batch.advantages)) if update.batch is not None else {}
         write_step_rollouts(Path(config.output_dir), step + 1, rollouts, [float(trained.get(id(r), 0.0)) for r in rollouts], version)
     by_env = [[r for r in rollouts if r.env_id == env] for env in venvs]
     record = {"step": step + 1} | _train_stats(rollouts)
@@ -290,19 +289,22 @@ def grpo_step(
         | {
             "time/rollout_s": t1 - t0,
             "time/update_s": t2 - t1,
-            "train/skipped_update": float(not signal),
+            **update.seconds,
+            "train/skipped_update": float(not update.metrics),
             "train/env_errors": sum(r.end_reason == "env_error" for r in rollouts),
-            "stats/zero_std_groups": float(zero_std),
+            "stats/zero_std_groups": float(update.zero_std),
             **end_fractions(rollouts),
-            **metrics,
+            **update.metrics,
         }
-        | ahead
+        | sampled
+        | {"time/step": time.perf_counter() - t0}
     )
 
 
-def collect_step(config: TrainConfig, policy: Any, venvs: dict[str, Any], step: int) -> list[Any]:
+def collect_step(config: TrainConfig, policy: Any, venvs: dict[str, Any], step: int) -> tuple[list[Any], dict[str, float]]:
     """Step ``step``'s groups sampled by ``policy``, shared among a mixture's envs by
-    :func:`prompt_shares` (every process's, in order)."""
+    :func:`prompt_shares` (every process's, in order), and this process's ``time/sampling``,
+    ``time/env`` and ``time/wrapper`` of them (see :func:`token_envs.token_seconds`)."""
     from textgym.rollout import collect
 
     grpo = config.grpo
@@ -311,6 +313,7 @@ def collect_step(config: TrainConfig, policy: Any, venvs: dict[str, Any], step: 
     mine = distributed.my_block(config.prompts_per_step)  # this process's groups (all of them in one process)
     world, rank = distributed.world_size(), distributed.rank()
     local: list[Any] = []
+    seconds = {"time/sampling": 0.0, "time/env": 0.0, "time/wrapper": 0.0}
     first = 0
     for row, ((env, venv), share) in enumerate(zip(venvs.items(), prompt_shares(config))):
         groups = [g for g in range(first, first + share) if g in mine]
@@ -327,21 +330,42 @@ def collect_step(config: TrainConfig, policy: Any, venvs: dict[str, Any], step: 
             temperature=grpo.temperature,
             top_p=grpo.top_p,
         )
+        clock = token_envs.token_clock(venv)
         got = collect(venv, actor, seeds=[seeds[g] for g in groups], group_size=grpo.group_size, env_id=env)
+        for key, value in token_envs.token_seconds(clock, token_envs.token_clock(venv)).items():
+            seconds[key] += value
+        seconds["time/sampling"] += actor.seconds
         local += [dataclasses.replace(r, group=r.group + groups[0]) for r in got]
-    return distributed.gather(local)  # every group of the step, in order, on every process
+    return distributed.gather(local), seconds  # every group of the step, in order, on every process
 
 
-def learn_from(grpo: GRPOConfig, policy: Any, learner: Any, rollouts: list[Any]) -> tuple[list[Any], Any, int, dict[str, float]]:
+class Update(NamedTuple):
+    """What :func:`learn_from` did with a step's rollouts."""
+
+    kept: list[Any]
+    """The rollouts the zero-std filter kept."""
+    batch: Any
+    """Their packed batch (None: none kept)."""
+    zero_std: int
+    """The groups the filter dropped."""
+    metrics: dict[str, float]
+    """The learner's metrics (empty: the update was skipped)."""
+    seconds: dict[str, float]
+    """``time/pack`` (filter, advantages, packing) and ``time/update`` (the learner's step; 0 when skipped)."""
+
+
+def learn_from(grpo: GRPOConfig, policy: Any, learner: Any, rollouts: list[Any]) -> Update:
     """One step's update on its rollouts: the zero-std filter, packing, and a train step if there
-    is signal. Returns the rollouts kept, their batch (None: none kept), the groups dropped and
-    the update's metrics (empty: skipped)."""
+    is signal."""
+    t0 = time.perf_counter()
     kept, zero_std = drop_zero_std_groups(rollouts, grpo)
     batch = pack([policy_prefix(r) for r in kept], grpo, pad_id=policy.pad_id) if kept else None
     # No group with differing rewards means no policy gradient; an optimiser step would still move
     # the weights (Adam's momentum), so it is skipped (DAPO's dynamic sampling, at batch level).
     signal = batch is not None and (bool(np.any(batch.advantages != 0)) or grpo.kl_beta > 0)
-    return kept, batch, zero_std, learner.train_step(batch) if signal else {}
+    t1 = time.perf_counter()
+    metrics = learner.train_step(batch) if signal else {}
+    return Update(kept, batch, zero_std, metrics, {"time/pack": t1 - t0, "time/update": time.perf_counter() - t1})
 
 
 def replay_logged_steps(out: str | os.PathLike, model: str | os.PathLike, backend: str) -> tuple[Any, list[dict[str, float]]]:
@@ -360,7 +384,7 @@ def replay_logged_steps(out: str | os.PathLike, model: str | os.PathLike, backen
     policy = module.load_policy(model)
     learner = module.Learner(policy, grpo)
     steps = sorted((out / ROLLOUTS).glob("step_*.jsonl"))
-    return learner, [learn_from(grpo, policy, learner, read_rollouts(path))[3] for path in steps]
+    return learner, [learn_from(grpo, policy, learner, read_rollouts(path)).metrics for path in steps]
 
 
 def _train_stats(rollouts: list[Any]) -> dict[str, float]:

@@ -8,7 +8,10 @@ and after GRPO, the gain, the lowest evaluation after step 50, each run's wall t
 the run meets the goal of a run that learns without collapsing: gain >= +25 points, final within 5 points of the best evaluation,
 no evaluation after step 50 below the warm start. A run whose ``summary.json`` exists is not
 repeated, so two invocations with different ``--seeds`` can share an ``--out`` and a third
-prints the whole table (``--report``: without starting the runs that have not finished).
+prints the whole table (``--report``: without starting the runs that have not finished). A second
+table splits each run's GRPO step: the median share of ``time/step`` of each of its parts
+(``time/sampling``, ``time/env``, ``time/wrapper``, ``time/pack``, ``time/update``; see
+docs/trainers.md) and the median step in seconds.
 
     python benchmarks/learn_bench.py --seeds 0 1 2 --backends torch jax --out runs/learn
 """
@@ -87,6 +90,29 @@ def table(results: dict[tuple[str, int], dict]) -> str:
     return "\n".join(lines)
 
 
+STEP_PARTS = ("sampling", "env", "wrapper", "pack", "update")
+
+
+def step_split(run_dir: Path) -> dict[str, float]:
+    """The median over a run's GRPO steps of each part's share of ``time/step`` (percent), and the
+    median ``step`` (seconds); empty for a run logged before steps were timed."""
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    steps = [r for r in records if r.get("time/step")]
+    if not steps:
+        return {}
+    split = {part: statistics.median(100 * r[f"time/{part}"] / r["time/step"] for r in steps) for part in STEP_PARTS}
+    return split | {"step": statistics.median(r["time/step"] for r in steps)}
+
+
+def time_table(results: dict[tuple[str, int], dict]) -> str:
+    lines = ["| backend | seed | " + " | ".join(STEP_PARTS) + " | step (s) |", "|---|---|" + "---|" * (len(STEP_PARTS) + 1)]
+    for (backend, seed), s in results.items():
+        split = step_split(Path(s["output_dir"]))
+        if split:
+            lines.append(f"| {backend} | {seed} | " + " | ".join(f"{split[p]:.0f}%" for p in STEP_PARTS) + f" | {split['step']:.2f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -99,6 +125,8 @@ def main() -> None:
     results = {(b, s): run(b, s, args.out, extra, args.report) for b in args.backends for s in args.seeds}
     results = {key: summary for key, summary in results.items() if summary is not None}
     print(table(results))
+    print()
+    print(time_table(results))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ thinking models; see :mod:`textgym.wrappers.token_samples`).
 
 from __future__ import annotations
 
+import time
 from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -72,6 +73,10 @@ class TokenObservation(gym.Wrapper):
       policy turn and the final conversation.
     * Tools: the env's tool schemas are passed to the template as ``tools=``; a template that
       drops them gets them in the system message instead (:mod:`textgym.tool_prompt`).
+    * Time: ``env_seconds`` adds up the seconds spent in the wrapped env's ``reset`` and ``step``,
+      ``render_seconds`` those of this wrapper's own work around them (decoding the action, the
+      chat template, tokenizing); a trainer reads both through ``venv.get_attr`` to tell env work
+      from token rendering (they are not in ``info``: equal seeds must give equal infos).
 
     Args:
         env: An env whose observation is the whole conversation (a sequence of chat messages)
@@ -157,11 +162,29 @@ class TokenObservation(gym.Wrapper):
         self._logprobs: list[np.ndarray | None] = []  # one per policy chunk
         self._done = True
         self._samples: SampleSplitter | None = None  # on_template_break="new_sample": the samples so far
+        self.env_seconds = 0.0  # in the wrapped env's reset and step, since construction
+        self.render_seconds = 0.0  # in this wrapper's reset and step around them
 
     # ----- Gymnasium API -----
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        return self._timed(self._reset, seed=seed, options=options)
+
+    def step(self, action: Any):
+        return self._timed(self._step, action)
+
+    def _timed(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        """``method(*args, **kwargs)``, its seconds outside the wrapped env added to ``render_seconds``."""
+        start, inner = time.perf_counter(), self.env_seconds
+        try:
+            return method(*args, **kwargs)
+        finally:
+            self.render_seconds += time.perf_counter() - start - (self.env_seconds - inner)
+
+    def _reset(self, *, seed: int | None, options: dict[str, Any] | None):
+        start = time.perf_counter()
         conversation, info = self.env.reset(seed=seed, options=options)
+        self.env_seconds += time.perf_counter() - start
         self._conversation = _as_conversation(conversation)
         tools = list(info.get("tools") or ())
         # The same schemas from episode to episode (compared with the copy made of them): the same
@@ -183,7 +206,7 @@ class TokenObservation(gym.Wrapper):
             self._samples = SampleSplitter([self._plain(m) for m in self._conversation], self._rendered)
         return self._ids(), info
 
-    def step(self, action: Any):
+    def _step(self, action: Any):
         if self._done:
             raise ResetNeeded("call reset() before step()" if not self._chunks else "the episode has ended; call reset()")
         if self._samples is not None:
@@ -274,7 +297,9 @@ class TokenObservation(gym.Wrapper):
         return info
 
     def _step_env(self, action: Any, previous: tuple):
+        start = time.perf_counter()
         conversation, reward, terminated, truncated, info = self.env.step(action)
+        self.env_seconds += time.perf_counter() - start
         self._conversation = _as_conversation(conversation, previous)
         if len(self._conversation) <= len(previous) or _get(self._conversation[len(previous)], "role") != "assistant":
             raise TextGymError("TokenObservation needs an env whose step appends the assistant's message, then the env's")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from textgym.algos import train as train_module
 from textgym.algos.grpo import GRPOConfig
 
-from .test_train import BACKENDS, config, read_metrics
+from .test_distributed import train_argv
+from .test_train import BACKENDS, assert_step_times, comparable, config, read_metrics, weights
 from .test_train import model_dir as model_dir  # the fixture, used by name
 
 GRPO = dict(group_size=4, lr=3e-3, max_new_tokens=3, max_length=64, micro_batch_size=4, seed=0)
@@ -29,6 +31,7 @@ def test_sampling_runs_k_steps_ahead_deterministically_and_resumes(model_dir, tm
     assert not any(k.startswith("async/") for r in sync for k in r)
     assert [r["async/staleness_max"] for r in ahead[1:]] == [0.0, 1.0, 2.0, 2.0]  # step s sampled by version max(s - 2, 0)
     assert all(r["async/staleness_mean"] <= r["async/staleness_max"] <= 2 and r["async/wait_s"] >= 0 for r in ahead[1:])
+    assert_step_times(ahead)  # the background thread's collection timed as the learner's own would be
     versions = [
         {json.loads(line)["policy_version"] for line in (tmp_path / "ahead" / "rollouts" / f"step_{s:06d}.jsonl").open()}
         for s in range(1, 5)
@@ -60,3 +63,30 @@ def test_k_zero_is_the_synchronous_loop_and_k_is_bounded():
     from textgym.algos import async_rollouts
 
     assert async_rollouts.start(0, lambda policy, step: [], object(), 0, 5) is None
+
+
+def test_k_zero_is_the_synchronous_loop_bit_for_bit(model_dir, tmp_path):
+    """``--max-off-policy-steps 0`` is the run without the flag, to the last bit of every weight and
+    metric; so is a K=0 run stopped after a step and resumed (the KL term makes the restored
+    reference weights count)."""
+    from textgym.cli import main
+
+    def cli(out, *extra):
+        assert main(train_argv(model_dir, out, "--eval-episodes", "2", "--kl-beta", "0.5", *extra)) == 0
+        return read_metrics(out / "metrics.jsonl")
+
+    plain = cli(tmp_path / "plain")
+    k0 = cli(tmp_path / "k0", "--max-off-policy-steps", "0")
+    cli(tmp_path / "split", "--max-off-policy-steps", "0", "--stop-after", "1")
+    split = cli(tmp_path / "split", "--max-off-policy-steps", "0")
+    assert json.loads((tmp_path / "k0" / "config.json").read_text())["grpo"]["max_off_policy_steps"] == 0
+    assert [r["step"] for r in split] == [0, 1, 2] and not any(k.startswith("async/") for r in k0 + split for k in r)
+    assert not any(r["train/skipped_update"] for r in plain[1:]) and plain[-1]["loss/kl"] > 0  # both halves updated
+    assert comparable(k0) == comparable(plain) and comparable(split) == comparable(plain)
+    want, start = weights(tmp_path / "plain" / "final"), weights(model_dir)
+    assert any(not np.array_equal(start[name], want[name]) for name in start)
+    for run in ("k0", "split"):
+        got = weights(tmp_path / run / "final")
+        assert got.keys() == want.keys()
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{run}: {name}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -115,6 +116,20 @@ def comparable(records: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in records]
 
 
+STEP_TIMES = ("time/sampling", "time/env", "time/wrapper", "time/pack", "time/update")
+
+
+def assert_step_times(records: list[dict]) -> None:
+    """Every GRPO step says where its time went: five finite, non-negative seconds, the sampler's
+    above zero, and the learner's above zero on every step that updated (one at least)."""
+    steps = records[1:]
+    for r in steps:
+        assert all(math.isfinite(r[k]) and r[k] >= 0 for k in STEP_TIMES), {k: r.get(k) for k in STEP_TIMES}
+        assert r["time/sampling"] > 0
+        assert r["time/update"] > 0 or r["train/skipped_update"]
+    assert any(not r["train/skipped_update"] for r in steps)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_training_changes_every_parameter_and_writes_its_outputs(model_dir, tmp_path, backend):
     summary = train_module.train(config(model_dir, tmp_path / "run", steps=2, plot=True, log_rollouts_every=1, backend=backend))
@@ -125,6 +140,7 @@ def test_training_changes_every_parameter_and_writes_its_outputs(model_dir, tmp_
     records = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 1, 2]
     assert "eval/success" in records[0] and "eval/success" in records[-1]
+    assert_step_times(records)
     assert 0.0 < np.mean([r["train/reward"] for r in records[1:]]) < 1.0  # the groups have signal
     assert summary["steps"] == 2 and summary["before"]["step"] == 0 and summary["after"]["step"] == 2
     assert json.loads((tmp_path / "run" / "summary.json").read_text()) == summary
@@ -410,6 +426,7 @@ def test_a_mixture_of_envs_trains_and_reports_each_env(model_dir, tmp_path):
         assert f"train/{name}/reward" in records[1] and f"eval/{name}/success" in records[0]
         assert summary["envs"][name]["before"]["step"] == 0 and summary["envs"][name]["after"]["step"] == 2
     assert records[1]["train/turns"] > 1.0  # the two-turn env played its share
+    assert_step_times(records)  # summed over the envs' collections
     assert summary["best"]["step"] in (0, 2) and (tmp_path / "mix" / "best" / "model.safetensors").is_file()
     parser = argparse.ArgumentParser()
     train_module.add_train_arguments(parser)
