@@ -188,10 +188,10 @@ def test_a_killed_run_loses_nothing(model_dir, tmp_path, monkeypatch, backend):
     # Ctrl-C during step 3: the checkpoint of step 2 is written on the way out.
     real_step = train_module.grpo_step
 
-    def interrupted(cfg, policy, learner, venv, step):
+    def interrupted(cfg, policy, learner, venv, step, *collected):
         if step == 2:
             raise KeyboardInterrupt
-        return real_step(cfg, policy, learner, venv, step)
+        return real_step(cfg, policy, learner, venv, step, *collected)
 
     monkeypatch.setattr(train_module, "grpo_step", interrupted)
     with pytest.raises(KeyboardInterrupt):
