@@ -112,7 +112,46 @@ SUDOKU_SMOLLM2 = TrainConfig(
     ),
 )
 
-PRESETS: dict[str, TrainConfig] = {p.preset: p for p in (SUDOKU_TINY, SUDOKU_SMOLLM2)}
+# Sudoku by moves: one `place` call a turn, the board fed back after each, three blanks and four
+# turns (one spare for a rejected move). See docs/benchmarks.md ("Sudoku by moves with the tiny
+# model") for the runs behind these numbers and what did not work.
+SUDOKU_MOVES_TINY = TrainConfig(
+    preset="sudoku-moves-tiny",
+    env="textgym/Sudoku-v0",
+    model=TINY,
+    # Four layers, not two: two layers learned the call's format but put most moves on given
+    # cells; four find the first blank of the last board.
+    tiny_layers=4,
+    # The compact board (digits and dots): a solved episode is ~740 tokens instead of ~1,050.
+    env_kwargs={"size": 4, "blanks": 3, "max_turns": 4, "board": "compact"},
+    # Half the demonstrated digits are guesses: the warm start learns where to move and the call,
+    # and only part of which digit, leaving GRPO the rule to learn from the verifier.
+    sft_oracle_kwargs={"place": 1, "noise": 0.5},
+    sft_steps=500,
+    sft_demos=4000,
+    sft_lr=1.5e-3,  # 3e-3 diverged after ~150 steps with four layers
+    sft_batch_size=16,
+    steps=50,
+    prompts_per_step=8,
+    eval_every=10,
+    threads=1,
+    grpo=GRPOConfig(
+        group_size=8,
+        lr=2e-4,
+        lr_schedule="cosine",
+        warmup_steps=5,
+        filter_zero_std_groups=True,
+        max_new_tokens=80,  # a move is 67 tokens with its end-of-turn token
+        max_length=1024,
+        micro_batch_size=16,
+        temperature=1.0,
+        max_grad_norm=1.0,
+        advantage_scaling="group",
+        loss_aggregation="token-mean",
+    ),
+)
+
+PRESETS: dict[str, TrainConfig] = {p.preset: p for p in (SUDOKU_TINY, SUDOKU_SMOLLM2, SUDOKU_MOVES_TINY)}
 """Every preset by name."""
 
 
@@ -128,7 +167,7 @@ def named(name: str) -> TrainConfig:
 
 
 def preset_for(env: str | tuple[str, ...], model: str) -> TrainConfig | None:
-    """The preset made for ``env`` and ``model``; for a mixture without its own, its first env's; else None."""
+    """The (first listed) preset made for ``env`` and ``model``; for a mixture without its own, its first env's; else None."""
     envs = (env,) if isinstance(env, str) else tuple(env)
     for want in dict.fromkeys((envs if len(envs) > 1 else envs[0], envs[0])):
         found = next((p for p in PRESETS.values() if p.env == want and p.model == str(model)), None)
