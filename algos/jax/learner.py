@@ -8,6 +8,11 @@ parameters and optimiser state stay float32; ``compute_dtype="bfloat16"`` casts 
 forward pass. Each micro-batch is cut at its rows' prompts
 (:func:`~textgym.algos.grpo.batch.split_prompts`), so a group's shared prompt runs once.
 
+With LoRA (``lora_rank > 0``) the decoder is built with Flax NNX's ``nnx.LoRALinear`` on the
+targets (:mod:`textgym.algos.jax.lora`): only its ``nnx.LoRAParam`` adapters are differentiated
+and optimised, the base weights stay frozen, the KL reference is the graph without adapters,
+and the policy scores and samples through the adapted graph.
+
 Over several processes (``jax.distributed``), the mesh spans every process's devices and the
 learner is data-parallel across them: each process passes the same global batch, its devices
 run their rows, and XLA adds the gradients up. The parameters are replicated, so each process
@@ -31,7 +36,7 @@ from textgym.algos.grpo import Batch, GRPOConfig, bucket_length, fine_bucket, sp
 from textgym.algos.grpo.batch import PromptSplit, split_prompts
 from textgym.algos.grpo.learner import AdamState, BaseLearner
 from textgym.algos.grpo.lora import MERGED, adapter_names, load_adapter, save_adapter
-from textgym.algos.jax.lora import apply_lora, initial_adapters
+from textgym.algos.jax.lora import adapter_module, add_lora, from_peft, merge_lora, to_peft
 from textgym.algos.jax.loss import grpo_loss
 from textgym.algos.jax.model import empty_cache, picked_logprobs, positions_from_mask
 from textgym.algos.jax.params import copy_side_files, export_params, load_params, merge_trees, path_to_hf, split_trainable
@@ -97,11 +102,12 @@ def _copy_rows(pick: jax.Array, x: jax.Array) -> jax.Array:
     return jnp.einsum("bu,u...->b...", pick, x, precision=jax.lax.Precision.HIGHEST)
 
 
-@partial(jax.jit, static_argnames=("graphdef", "config"), donate_argnames=("params", "opt_state"))
-def update(graphdef: nnx.GraphDef, config: GRPOConfig, params, opt_state, ref_params, micros: PromptSplit):
+@partial(jax.jit, static_argnames=("graphdef", "ref_graphdef", "config"), donate_argnames=("params", "opt_state"))
+def update(graphdef: nnx.GraphDef, ref_graphdef: nnx.GraphDef, config: GRPOConfig, params, opt_state, ref_params, micros: PromptSplit):
     """One optimiser step on micro-batches stacked as ``(n_micro, micro_batch_size, ...)``.
 
-    Static on the graph and the config, so learners of one architecture share the compilation.
+    Static on the graphs (the policy's and the KL reference's, which with LoRA is the base model
+    without adapters) and the config, so learners of one architecture share the compilation.
 
     Returns:
         ``(params, opt_state, metrics)``; metrics are sums over the micro-batches (each is
@@ -113,8 +119,8 @@ def update(graphdef: nnx.GraphDef, config: GRPOConfig, params, opt_state, ref_pa
         ref_params = frozen  # LoRA's KL reference is the base model
 
     def loss_fn(p, micro):
-        ref = None if ref_params is None else _logprobs(graphdef, config, ref_params, micro)
-        return grpo_loss(_logprobs(graphdef, config, _weights(p, frozen, config), micro), micro.rest, config, ref)
+        ref = None if ref_params is None else _logprobs(ref_graphdef, config, ref_params, micro)
+        return grpo_loss(_logprobs(graphdef, config, merge_trees(p, frozen), micro), micro.rest, config, ref)
 
     def accumulate(grads, micro):
         (_, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(trained, micro)
@@ -129,18 +135,9 @@ def update(graphdef: nnx.GraphDef, config: GRPOConfig, params, opt_state, ref_pa
 
 
 def _split(params, config: GRPOConfig):
-    """``(trained, frozen)``: LoRA's adapters and base, or the weights cut by ``trainable_layers``."""
+    """``(trained, frozen)``: LoRA's adapters (the ``nnx.LoRAParam`` variables) and base, or the
+    weights cut by ``trainable_layers``; :func:`merge_trees` makes the whole tree again."""
     return (params["lora"], params["base"]) if config.lora_rank else split_trainable(params, config.trainable_layers)
-
-
-def _weights(trained, frozen, config: GRPOConfig):
-    """The decoder's parameter tree from :func:`_split`'s halves (LoRA: adapters folded into the kernels)."""
-    return apply_lora(frozen, trained, config.lora_scale) if config.lora_rank else merge_trees(trained, frozen)
-
-
-@partial(jax.jit, static_argnames=("scale",))
-def _merged(params, scale: float):
-    return apply_lora(params["base"], params["lora"], scale)
 
 
 def _pad_right(a: np.ndarray | None, columns: int) -> np.ndarray | None:
@@ -174,14 +171,18 @@ class Learner(BaseLearner):
         self.schedule = make_schedule(config)
         self.step = 0
         params = jax.tree.map(lambda a: jnp.array(a, jnp.float32, copy=True), policy.params)
+        self.graphdef = self.ref_graphdef = policy.graphdef
         if config.lora_rank:  # the seeded adapters both backends start from; the base stays frozen
-            params = {"base": params, "lora": jax.tree.map(jnp.asarray, initial_adapters(params, config))}
+            self.graphdef, lora = add_lora(policy.config, params, config)
+            params = {"base": params, "lora": jax.tree.map(jnp.asarray, lora)}
         self.params = self._place(params)
         # The reference is the starting policy, frozen (LoRA: the base, inside `update`); without a
         # KL term it is never needed.
         self.ref_params = jax.tree.map(jnp.copy, self.params) if config.kl_beta > 0 and not config.lora_rank else None
         self.opt_state = self._place(self.optimizer.init(_split(self.params, config)[0]))
         self._stacked: tuple[Batch, PromptSplit] | None = None  # the last batch's micro-batches, reused across iterations
+        if config.lora_rank:
+            self._publish()  # from now on the policy scores and samples through the adapted graph
 
     def _place(self, tree):
         if self.mesh is None:
@@ -230,21 +231,23 @@ class Learner(BaseLearner):
         """One jitted optimiser step over ``batch``'s micro-batches; see :meth:`BaseLearner.update`."""
         lr = float(self.schedule(self.step))
         self.params, self.opt_state, metrics = update(
-            self.policy.graphdef, self.config, self.params, self.opt_state, self.ref_params, self._micro_batches(batch)
+            self.graphdef, self.ref_graphdef, self.config, self.params, self.opt_state, self.ref_params, self._micro_batches(batch)
         )
         self.step += 1
         self._publish()
         return {k: float(_local(v)) for k, v in metrics.items()} | {"stats/lr": lr}
 
     def _publish(self) -> None:
-        """Give the policy (the sampler) the new weights, in its own dtype (this process's copy)."""
+        """Give the policy (the sampler) the new weights, in its own dtype (this process's copy),
+        and the graph they fill (with LoRA, the adapted one: it samples with the adapters applied)."""
         dtype = jax.tree.leaves(self.policy.params)[0].dtype
-        weights = _merged(self.params, self.config.lora_scale) if self.config.lora_rank else self.params
+        weights = merge_trees(self.params["lora"], self.params["base"]) if self.config.lora_rank else self.params
+        self.policy.graphdef = self.graphdef
         self.policy.params = jax.tree.map(lambda p: _local(p).astype(dtype), weights)
 
     def adapters(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """The LoRA adapters' ``(A, B)`` by module, in torch's layout (float32 numpy)."""
-        return {m: (np.array(_local(a)), np.array(_local(b))) for m, (a, b) in self.params["lora"].items()}
+        """The LoRA adapters' ``(A, B)`` by module, in peft's layout (float32 numpy copies)."""
+        return to_peft(jax.tree.map(lambda x: np.array(_local(x)), self.params["lora"]))
 
     # ----- checkpoints (the layout of textgym.algos.grpo.learner) -----
 
@@ -258,7 +261,8 @@ class Learner(BaseLearner):
             save_adapter(directory, self.adapters(), self.config, self.policy.path)
             copy_side_files(self.policy.path, directory)
             if self.config.lora_merge:
-                merged = jax.tree.map(_local, _merged(self.params, self.config.lora_scale))
+                base, lora = (jax.tree.map(_local, self.params[k]) for k in ("base", "lora"))
+                merged = merge_lora(base, lora, self.config.lora_scale)
                 export_params(merged, self.policy.config, Path(directory) / MERGED, source_dir=self.policy.path)
         self._barrier()
 
@@ -273,8 +277,8 @@ class Learner(BaseLearner):
 
     def _load_weights(self, directory: Path, reference: Path | None) -> None:
         if self.config.lora_rank:
-            adapters = load_adapter(directory, self.adapters())
-            self.params = self._place({"base": self.params["base"], "lora": jax.tree.map(jnp.asarray, adapters)})
+            lora = from_peft(load_adapter(directory, self.adapters()), self.params["lora"])
+            self.params = self._place({"base": self.params["base"], "lora": jax.tree.map(jnp.asarray, lora)})
             self._publish()
             return
         try:
@@ -319,11 +323,11 @@ class Learner(BaseLearner):
 
     def _state_name(self, param: tuple) -> tuple[str, bool]:
         """The checkpoint name of a trained parameter's path, and whether it is stored transposed:
-        a LoRA adapter's ``(module, 0 | 1)`` is peft's name of its ``A`` or ``B`` (kept in torch's
-        layout), a weight's path its Hugging Face name."""
+        a LoRA adapter's ``lora_a`` or ``lora_b`` is peft's name of its ``A`` or ``B`` (transposed
+        into torch's layout), a weight's path its Hugging Face name."""
         if self.config.lora_rank:
-            module, which = param
-            return adapter_names(module)[which], False
+            module, factor = adapter_module(param)
+            return adapter_names(module)[factor], True
         return path_to_hf(param)
 
 

@@ -5,6 +5,10 @@ becomes ``layers[0].self_attn.q_proj``), so :mod:`textgym.algos.jax.params` can 
 short table. The numerics follow transformers' implementation (RMSNorm in float32, half-split
 RoPE, softmax in float32), which is what makes logprobs agree to 1e-4.
 
+With a :class:`LoraSpec`, the layers it names are :class:`ScaledLoRALinear` (Flax NNX's
+``nnx.LoRALinear``): their kernels stay where a plain ``nnx.Linear`` keeps them, and the adapters
+are ``nnx.LoRAParam`` variables at ``<layer>.lora.lora_a`` and ``.lora_b``.
+
 Every forward takes the key slots' ``attention_mask`` and the slot of the first query
 (``cache_index``); the causal mask is built from them, so the same code serves training
 (no cache, ``cache_index=0``), prefill and one-token decode steps (with a KV cache).
@@ -13,6 +17,7 @@ Every forward takes the key slots' ``attention_mask`` and the slot of the first 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -69,6 +74,40 @@ def dot_general(lhs: jax.Array, rhs: jax.Array, dimension_numbers, precision=Non
     return out.astype(preferred_element_type or lhs.dtype)
 
 
+class LoraSpec(NamedTuple):
+    """Which linear layers get a LoRA adapter (by attribute name: ``q_proj``, ``down_proj``,
+    ``lm_head``), its rank and the factor of its output, peft's ``lora_alpha / r``."""
+
+    rank: int
+    scale: float
+    targets: tuple[str, ...]
+
+
+class ScaledLoRALinear(nnx.LoRALinear):
+    """``nnx.LoRALinear`` with peft's scale: ``linear(x) + scale * x @ lora_a @ lora_b``.
+
+    ``nnx.LoRA`` applies no ``alpha / r``; scaling its output (not folding the scale into
+    ``lora_a`` or ``lora_b``) keeps the adapters equal to peft's (``lora_a = A.T``,
+    ``lora_b = B.T``), so their gradients and AdamW's steps are peft's too.
+    """
+
+    def __init__(self, in_features: int, out_features: int, *, lora_scale: float, **kwargs):
+        super().__init__(in_features, out_features, **kwargs)
+        self.lora_scale = lora_scale
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return nnx.Linear.__call__(self, x) + self.lora_scale * self.lora(x)
+
+
+def linear(name: str, in_features: int, out_features: int, lora: LoraSpec | None, *, rngs: nnx.Rngs, **kwargs) -> nnx.Linear:
+    """The projection ``name``: an ``nnx.Linear`` on :func:`dot_general`, adapted when ``lora`` targets it."""
+    if lora is not None and name in lora.targets:
+        return ScaledLoRALinear(
+            in_features, out_features, lora_rank=lora.rank, lora_scale=lora.scale, dot_general=dot_general, rngs=rngs, **kwargs
+        )
+    return nnx.Linear(in_features, out_features, dot_general=dot_general, rngs=rngs, **kwargs)
+
+
 class RMSNorm(nnx.Module):
     """``x / rms(x) * weight``, normalised in float32 whatever the activations' dtype."""
 
@@ -116,13 +155,13 @@ def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Arr
 class Attention(nnx.Module):
     """Grouped-query self-attention with RoPE, optional q/k/v bias and Qwen3's q/k norm."""
 
-    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    def __init__(self, config: ModelConfig, *, lora: LoraSpec | None = None, rngs: nnx.Rngs):
         d, h, k, hd = config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim
         self.num_heads, self.num_kv_heads, self.head_dim = h, k, hd
-        self.q_proj = nnx.Linear(d, h * hd, use_bias=config.qkv_bias, dot_general=dot_general, rngs=rngs)
-        self.k_proj = nnx.Linear(d, k * hd, use_bias=config.qkv_bias, dot_general=dot_general, rngs=rngs)
-        self.v_proj = nnx.Linear(d, k * hd, use_bias=config.qkv_bias, dot_general=dot_general, rngs=rngs)
-        self.o_proj = nnx.Linear(h * hd, d, use_bias=config.o_bias, dot_general=dot_general, rngs=rngs)
+        self.q_proj = linear("q_proj", d, h * hd, lora, use_bias=config.qkv_bias, rngs=rngs)
+        self.k_proj = linear("k_proj", d, k * hd, lora, use_bias=config.qkv_bias, rngs=rngs)
+        self.v_proj = linear("v_proj", d, k * hd, lora, use_bias=config.qkv_bias, rngs=rngs)
+        self.o_proj = linear("o_proj", h * hd, d, lora, use_bias=config.o_bias, rngs=rngs)
         if config.qk_norm:
             self.q_norm = RMSNorm(hd, config.rms_norm_eps)
             self.k_norm = RMSNorm(hd, config.rms_norm_eps)
@@ -162,11 +201,11 @@ class Attention(nnx.Module):
 class MLP(nnx.Module):
     """SwiGLU: ``down(silu(gate(x)) * up(x))``."""
 
-    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    def __init__(self, config: ModelConfig, *, lora: LoraSpec | None = None, rngs: nnx.Rngs):
         d, f, bias = config.hidden_size, config.intermediate_size, config.mlp_bias
-        self.gate_proj = nnx.Linear(d, f, use_bias=bias, dot_general=dot_general, rngs=rngs)
-        self.up_proj = nnx.Linear(d, f, use_bias=bias, dot_general=dot_general, rngs=rngs)
-        self.down_proj = nnx.Linear(f, d, use_bias=bias, dot_general=dot_general, rngs=rngs)
+        self.gate_proj = linear("gate_proj", d, f, lora, use_bias=bias, rngs=rngs)
+        self.up_proj = linear("up_proj", d, f, lora, use_bias=bias, rngs=rngs)
+        self.down_proj = linear("down_proj", f, d, lora, use_bias=bias, rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -175,11 +214,11 @@ class MLP(nnx.Module):
 class DecoderLayer(nnx.Module):
     """Pre-norm residual block: attention, then the MLP."""
 
-    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    def __init__(self, config: ModelConfig, *, lora: LoraSpec | None = None, rngs: nnx.Rngs):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = Attention(config, rngs=rngs)
+        self.self_attn = Attention(config, lora=lora, rngs=rngs)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = MLP(config, rngs=rngs)
+        self.mlp = MLP(config, lora=lora, rngs=rngs)
 
     def __call__(self, x, cos, sin, mask, cache, cache_index):
         h, cache = self.self_attn(self.input_layernorm(x), cos, sin, mask, cache, cache_index)
@@ -192,23 +231,19 @@ class CausalLM(nnx.Module):
 
     Args:
         config: The architecture.
+        lora: The layers that get a LoRA adapter, or None for none.
         rngs: Initialisers' keys (weights are normally loaded, see ``params.load_params``).
     """
 
-    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    def __init__(self, config: ModelConfig, *, lora: LoraSpec | None = None, rngs: nnx.Rngs):
         self.tie_embeddings = config.tie_embeddings
         self.inv_freq = tuple(float(f) for f in rope_inv_freq(config))  # static: folded into the jit
         self.embed_tokens = nnx.Embed(config.vocab_size, config.hidden_size, rngs=rngs)
-        self.layers = nnx.List([DecoderLayer(config, rngs=rngs) for _ in range(config.num_layers)])
+        self.layers = nnx.List([DecoderLayer(config, lora=lora, rngs=rngs) for _ in range(config.num_layers)])
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         if not config.tie_embeddings:
-            self.lm_head = nnx.Linear(
-                config.hidden_size,
-                config.vocab_size,
-                use_bias=False,
-                dot_general=dot_general,
-                preferred_element_type=jnp.float32,
-                rngs=rngs,
+            self.lm_head = linear(
+                "lm_head", config.hidden_size, config.vocab_size, lora, use_bias=False, preferred_element_type=jnp.float32, rngs=rngs
             )
 
     def __call__(
