@@ -469,13 +469,14 @@ _SHARDED = textwrap.dedent(
     batch = Batch(input_ids=ids, attention_mask=np.ones_like(ids), positions=np.tile(np.arange(16, dtype=np.int32), (8, 1)),
                   loss_mask=mask, old_logprobs=None, advantages=rng.normal(size=8).astype(np.float32),
                   loss_weights=mask / mask.sum(), rewards=np.zeros(8, np.float32), num_sequences=8, token_count=int(mask.sum()))
-    cfg = GRPOConfig(micro_batch_size=4, lr=1e-3, kl_beta=0.1)
+    lora = dict(lora_rank=4, lora_targets=("q_proj", "down_proj")) if sys.argv[2] == "lora" else {}
+    cfg = GRPOConfig(micro_batch_size=4, lr=1e-3, kl_beta=0.1, **lora)
     out = []
     for mesh in (None, make_mesh(data=2, fsdp=2)):
         learner = Learner(load_policy(path), cfg, mesh=mesh)
         metrics = [learner.train_step(batch)]
         out.append((metrics, [np.asarray(x) for x in jax.tree.leaves(learner.params)]))
-    emb = learner.params["embed_tokens"]["embedding"]
+    emb = (learner.params["base"] if lora else learner.params)["embed_tokens"]["embedding"]
     assert len(emb.sharding.device_set) == 4 and emb.addressable_shards[0].data.size < emb.size, emb.sharding
     (m1, p1), (m4, p4) = out
     for a, b in zip(m1, m4):
@@ -489,11 +490,12 @@ _SHARDED = textwrap.dedent(
 
 
 @pytest.mark.slow  # 20 CPU-seconds measured: two compilations of the sharded train step
-def test_sharded_step_equals_single_device_step(tiny):
+@pytest.mark.parametrize("weights", ["full", "lora"])
+def test_sharded_step_equals_single_device_step(tiny, weights):
     env = os.environ | {
         "PYTHONPATH": REPO,
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4",
         "JAX_PLATFORMS": "cpu",
     }
-    result = subprocess.run([sys.executable, "-c", _SHARDED, tiny], env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", _SHARDED, tiny, weights], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
