@@ -365,7 +365,8 @@ def learn_from(grpo: GRPOConfig, policy: Any, learner: Any, rollouts: list[Any])
     signal = batch is not None and (bool(np.any(batch.advantages != 0)) or grpo.kl_beta > 0)
     t1 = time.perf_counter()
     metrics = learner.train_step(batch) if signal else {}
-    return Update(kept, batch, zero_std, metrics, {"time/pack": t1 - t0, "time/update": time.perf_counter() - t1})
+    seconds = {"time/pack": t1 - t0, "time/update": time.perf_counter() - t1 if signal else 0.0}
+    return Update(kept, batch, zero_std, metrics, seconds)
 
 
 def replay_logged_steps(out: str | os.PathLike, model: str | os.PathLike, backend: str) -> tuple[Any, list[dict[str, float]]]:
