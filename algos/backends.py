@@ -82,10 +82,11 @@ def parse_mesh(spec: str) -> dict[str, int]:
     return axes
 
 
-def make_learner(backend: ModuleType, policy: Any, config: Any, mesh: str | None = None) -> Any:
-    """``backend.Learner(policy, config)``, on a JAX device mesh when ``mesh`` is given."""
+def make_learner(backend: ModuleType, policy: Any, config: Any, mesh: str | None = None, data_parallel: str = "ddp") -> Any:
+    """``backend.Learner(policy, config)``, on a JAX device mesh when ``mesh`` is given, sharded over
+    torch's ranks with ``data_parallel="fsdp"``."""
     if mesh is None:
-        return backend.Learner(policy, config)
+        return backend.Learner(policy, config, **({"data_parallel": data_parallel} if data_parallel != "ddp" else {}))
     if not hasattr(backend, "make_mesh"):
         raise ValueError("--mesh is for the JAX backend; torch runs data-parallel ranks with torchrun")
     return backend.Learner(policy, config, mesh=backend.make_mesh(**parse_mesh(mesh)))

@@ -30,6 +30,7 @@ Backend = Literal["jax", "torch"]
 Template = Literal["auto", "model", "compact"]
 TemplateBreak = Literal["raise", "new_sample"]
 VectorMode = Literal["sync", "async", "ray"]
+DataParallel = Literal["ddp", "fsdp"]
 
 # Fields that SFTConfig and TrainConfig share mean the same thing: one text each.
 _BACKEND = "``jax`` or ``torch``; nothing else depends on it."
@@ -60,6 +61,12 @@ _ORACLE_KWARGS = (
 _TINY_LAYERS = (
     "Decoder layers of the ``tiny`` model (``None``: its default of 2); deeper ones find cells on a board "
     "that two layers do not (docs/benchmarks.md). Only for ``model=tiny``."
+)
+_DATA_PARALLEL = (
+    "How several torch processes (``--nproc N``, ``torchrun``) split the learner: ``ddp``, each holds every "
+    "weight, gradient and AdamW moment; ``fsdp``, FSDP2 (``fully_shard`` on each decoder layer, then the root) "
+    "shards them over the processes, while each keeps the whole weights it samples with. The same steps and "
+    "checkpoints either way; ignored with one process. The JAX backend shards with ``mesh`` instead (docs/scaling.md)."
 )
 _TRAINABLE = "Train only the top this many decoder layers (see ``GRPOConfig.trainable_layers``; ``None``: every parameter)."
 
@@ -122,6 +129,7 @@ class SFTConfig:
     seed: int = option(0, "Seeds the tiny model's init, the demonstrations' tasks and their order.", **warm_start("seed"))
     num_envs: int = option(32, "Vector env width when collecting demonstrations.")
     threads: int | None = option(None, _THREADS, **warm_start("threads"))
+    data_parallel: DataParallel = option("ddp", _DATA_PARALLEL, **warm_start("data_parallel"))
     progress: bool = option(True, "Show rich progress bars.", **warm_start("progress"))
 
     def __post_init__(self) -> None:
@@ -131,6 +139,7 @@ class SFTConfig:
         check_choices(self)
         _check_positive(self, "batch_size", "max_length", "micro_batch_size", "num_envs", "threads", "tiny_layers")
         _check_tiny_layers(self)
+        _check_data_parallel(self)
         if self.steps < 0 or self.demos < 0:  # 0: a warm start that `textgym train` skips
             raise ValueError(f"steps and demos must be >= 0, got {self.steps}, {self.demos}")
 
@@ -237,6 +246,7 @@ class TrainConfig:
         'The JAX learner\'s device mesh, ``"data=N,fsdp=M"`` (``None``: one device); see '
         ":func:`textgym.algos.jax.make_mesh`. The torch backend scales with ``torchrun``.",
     )
+    data_parallel: DataParallel = option("ddp", _DATA_PARALLEL)
     plot: bool = option(True, "Write ``curve.png`` (needs matplotlib).")
     progress: bool = option(True, "Show rich progress bars.")
     grpo: GRPOConfig = option(factory=GRPOConfig, doc="The GRPO objective and optimiser (see :class:`~textgym.algos.grpo.GRPOConfig`).")
@@ -268,6 +278,7 @@ class TrainConfig:
             "tiny_layers",
         )
         _check_tiny_layers(self)
+        _check_data_parallel(self)
         if self.log_rollouts_every < 0 or self.sft_steps < 0:
             raise ValueError(f"log_rollouts_every and sft_steps must be >= 0, got {self.log_rollouts_every}, {self.sft_steps}")
         if self.mesh is not None:
@@ -354,6 +365,13 @@ def _check_positive(config: Any, *names: str) -> None:
 def _check_tiny_layers(config: Any) -> None:
     if config.tiny_layers is not None and str(config.model) != "tiny":
         raise ValueError(f"tiny_layers is for model='tiny', got model={str(config.model)!r}")
+
+
+def _check_data_parallel(config: Any) -> None:
+    if config.data_parallel == "fsdp" and config.backend != "torch":
+        raise ValueError(
+            f"data_parallel='fsdp' is for the torch backend, got backend={config.backend!r} (JAX shards with --mesh, e.g. 'data=1,fsdp=N')"
+        )
 
 
 def default_output_dir(env: str | tuple[str, ...], suffix: str) -> str:

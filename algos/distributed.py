@@ -68,11 +68,30 @@ def init(backend: str, *, coordinator: str | None = None, num_processes: int | N
 
     if dist.is_initialized():
         return
+    _die_with_launcher()
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group("nccl")
     else:
         dist.init_process_group("gloo")
+
+
+def _die_with_launcher() -> None:
+    """Have the kernel kill this rank when its launcher dies (Linux; elsewhere nothing changes).
+
+    ``torchrun`` starts each rank in a session of its own, so a ``torchrun`` killed by SIGKILL
+    (which it cannot pass on: a job killed, the launcher's process group killed) would leave its
+    ranks running unsupervised, still writing into the run directory that the resumed run uses.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    launcher = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != launcher:  # it died before the kernel was told
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _init_jax(coordinator: str | None, num_processes: int | None, process_id: int | None) -> None:

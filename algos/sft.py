@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from textgym.algos import distributed, models
-from textgym.algos.backends import load_backend
+from textgym.algos.backends import load_backend, make_learner
 from textgym.algos.config import SFTConfig
 from textgym.algos.fields import to_json
 from textgym.algos.grpo import Batch, GRPOConfig, SeedTree, pack, policy_prefix
@@ -156,7 +156,7 @@ def sft(config: SFTConfig) -> Path:
         lora_targets=config.lora_targets,
         lora_merge=bool(config.lora_rank),
     )
-    learner = backend.Learner(policy, grpo)
+    learner = make_learner(backend, policy, grpo, data_parallel=config.data_parallel)
     order = tree.rng("sft_order").permutation(len(demos))
     log = MetricsLog(out / "sft_metrics.jsonl", writer=writer)
     with progress_bar("SFT", total=config.steps, enabled=config.progress) as bar:

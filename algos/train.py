@@ -100,7 +100,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
         import jax
 
         mesh = f"data={jax.device_count()}"  # one data-parallel mesh over every process's devices
-    learner = backends.make_learner(backend, policy, config.grpo, mesh)
+    learner = backends.make_learner(backend, policy, config.grpo, mesh, config.data_parallel)
     if checkpoint is not None:
         learner.restore(checkpoint)
     elif config.resume is False:

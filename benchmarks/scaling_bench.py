@@ -1,4 +1,5 @@
-"""Two processes against one: ``textgym train --nproc 2`` and ``textgym train`` on the same flags.
+"""Two processes against one: ``textgym train --nproc 2`` and ``textgym train`` on the same flags
+(torch: two processes with DDP and with FSDP2, ``--data-parallel fsdp``).
 
 Reported per run: wall seconds of the whole command, and the mean seconds per GRPO step of
 collecting rollouts and of the update (steps after the first, which compiles and warms up); for
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = "textgym-test/AsciiFirst-v0"
 
 
-def run(out: Path, steps: int, backend: str, nproc: int) -> float:
+def run(out: Path, steps: int, backend: str, nproc: int, data_parallel: str) -> float:
     """One ``textgym train`` through this script (which registers the test env); its wall seconds."""
     argv = [
         "train",
@@ -69,6 +70,7 @@ def run(out: Path, steps: int, backend: str, nproc: int) -> float:
         "--no-plot",
         "--nproc",
         str(nproc),
+        *(["--data-parallel", data_parallel] if data_parallel != "ddp" else []),
     ]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(ROOT), *sys.path]))
     started = time.perf_counter()
@@ -102,15 +104,17 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--backend", choices=("torch", "jax"), default="torch")
     args = parser.parse_args()
-    print("| processes | wall s | rollout s/step | update s/step | max abs weight diff vs one-process replay |")
-    print("|---|---|---|---|---|")
+    print("| processes | learner | wall s | rollout s/step | update s/step | max abs weight diff vs one-process replay |")
+    print("|---|---|---|---|---|---|")
+    runs = [(1, "ddp"), (2, "ddp")] + ([(2, "fsdp")] if args.backend == "torch" else [])
     with tempfile.TemporaryDirectory() as tmp:
-        for nproc in (1, 2):
-            out = Path(tmp) / f"n{nproc}" / "run"
-            wall = run(out, args.steps, args.backend, nproc)
+        for nproc, data_parallel in runs:
+            out = Path(tmp) / f"n{nproc}-{data_parallel}" / "run"
+            wall = run(out, args.steps, args.backend, nproc, data_parallel)
             rollout, update = step_times(out)
             diff = max_difference(out, args.backend)
-            print(f"| {nproc} | {wall:.1f} | {rollout:.2f} | {update:.2f} | {diff:.1e} |", flush=True)
+            learner = "one process" if nproc == 1 else data_parallel.upper()
+            print(f"| {nproc} | {learner} | {wall:.1f} | {rollout:.2f} | {update:.2f} | {diff:.1e} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -252,6 +252,11 @@ class BaseLearner(ABC):
     def _adam_state(self) -> AdamState:
         """AdamW's state (zero moments before the first update), keyed and shaped as the checkpoint is."""
 
+    def _adam_template(self) -> AdamState:
+        """What a checkpoint's optimiser state must match (only names and shapes count): by default
+        the live state; a learner that must gather its state to read it gives the shapes directly."""
+        return self._adam_state()
+
     @abstractmethod
     def _load_adam_state(self, state: AdamState) -> None:
         """Install what :meth:`_adam_state` returned (names and shapes already checked)."""
@@ -265,9 +270,10 @@ class BaseLearner(ABC):
 
         directory = Path(directory)
         self.export(directory)
+        adam = self._adam_state()  # on every process: a sharded learner gathers its moments collectively
         if self.is_writer:
             (directory / OPTIMIZER_STATE).parent.mkdir(exist_ok=True)
-            save_file(adam_tensors(self._adam_state()), str(directory / OPTIMIZER_STATE))
+            save_file(adam_tensors(adam), str(directory / OPTIMIZER_STATE))
             state = {"step": self.step, "config": dataclasses.asdict(self.config)}
             (directory / TRAINER_STATE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
             if self.config.kl_beta > 0 and not self.config.lora_rank:  # LoRA's reference is the base model
@@ -292,7 +298,7 @@ class BaseLearner(ABC):
             if not (reference / "model.safetensors").is_file():
                 raise CheckpointMismatch(f"kl_beta > 0 but {str(directory)!r} holds no KL reference ({REFERENCE_DIR}/)")
         self._load_weights(directory, reference)
-        self._load_adam_state(read_adam_tensors(load_file(str(directory / OPTIMIZER_STATE)), self._adam_state()))
+        self._load_adam_state(read_adam_tensors(load_file(str(directory / OPTIMIZER_STATE)), self._adam_template()))
         state = json.loads((directory / TRAINER_STATE).read_text(encoding="utf-8"))
         self.step = int(state["step"])
 

@@ -1,4 +1,4 @@
-"""The torch GRPO learner: gradient accumulation, AdamW, DDP, checkpoints as HF directories.
+"""The torch GRPO learner: gradient accumulation, AdamW, DDP or FSDP2, checkpoints as HF directories.
 
 :meth:`Learner.train_step` (the shared skeleton of :class:`~textgym.algos.grpo.BaseLearner`) runs
 ``config.num_iterations`` optimiser steps over a packed :class:`~textgym.algos.grpo.Batch`.
@@ -10,8 +10,9 @@ prompts (:func:`~textgym.algos.grpo.batch.split_prompts`), so a group's shared p
 Data parallelism: when ``torch.distributed`` is initialised (``torchrun``, or
 ``init_process_group("gloo")`` on CPU), every rank calls ``train_step`` with the same global
 batch and trains on its own contiguous share of rows; the model is wrapped in
-``DistributedDataParallel``, whose gradient all-reduce averages, so each rank scales its loss by
-the world size to turn the average back into the sum.
+``DistributedDataParallel`` (or, with ``data_parallel="fsdp"``, a copy of it is sharded with
+FSDP2: :mod:`textgym.algos.torch.fsdp`), whose gradient all-reduce (reduce-scatter) averages, so
+each rank scales its loss by the world size to turn the average back into the sum.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import os
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -34,7 +35,7 @@ from textgym.algos.grpo import Batch, GRPOConfig, split_micro_batches
 from textgym.algos.grpo.batch import split_prompts
 from textgym.algos.grpo.learner import MOMENTS, AdamState, BaseLearner, is_trainable
 from textgym.algos.grpo.lora import load_adapter
-from textgym.algos.torch import lora
+from textgym.algos.torch import fsdp, lora
 from textgym.algos.torch.loss import grpo_loss
 from textgym.algos.torch.policy import TorchLanguageModel, continuation_logprobs
 from textgym.error import CheckpointMismatch
@@ -65,35 +66,44 @@ class Learner(BaseLearner):
         config: The GRPO configuration (loss, optimiser, micro-batch size, dtype).
         mesh: Only None: torch scales over ``torch.distributed`` ranks (``torchrun``) instead of
             a JAX device mesh.
+        data_parallel: How several ranks split the learner: ``ddp`` (each holds every weight,
+            gradient and moment) or ``fsdp`` (they are sharded over the ranks, while the policy
+            keeps the whole weights it samples with). Ignored with one rank.
 
     Attributes:
         step: Optimiser steps taken (restored by :meth:`restore`).
         rank: This process's rank (0 without ``torch.distributed``).
         world_size: Number of data-parallel ranks.
+        sharded: Whether the trained weights are sharded over the ranks (FSDP2); then
+            :attr:`model` is a sharded copy of ``policy.model``, else it is ``policy.model``.
     """
 
-    def __init__(self, policy: TorchLanguageModel, config: GRPOConfig, *, mesh: Any = None):
+    def __init__(self, policy: TorchLanguageModel, config: GRPOConfig, *, mesh: Any = None, data_parallel: Literal["ddp", "fsdp"] = "ddp"):
         if mesh is not None:
             raise ValueError("the torch backend takes no mesh: run data-parallel ranks with torchrun instead")
+        if data_parallel not in ("ddp", "fsdp"):
+            raise ValueError(f"data_parallel must be 'ddp' or 'fsdp', got {data_parallel!r}")
         self.policy = policy
         self.config = config
         self.lora_modules: list[str] = []
         if config.lora_rank:  # the sampler (policy.model) then runs with the adapter applied
             policy.model, self.lora_modules = lora.add_lora(policy.model, config)
-        self.model = policy.model
-        self.model.train()
+        policy.model.train()
         if config.trainable_layers is not None:  # a tied head is the embedding's parameter, named once
-            for name, param in self.model.named_parameters():
-                param.requires_grad_(is_trainable(name, self.model.config.num_hidden_layers, config.trainable_layers))
+            for name, param in policy.model.named_parameters():
+                param.requires_grad_(is_trainable(name, policy.model.config.num_hidden_layers, config.trainable_layers))
         distributed = dist.is_available() and dist.is_initialized()
         self.world_size = dist.get_world_size() if distributed else 1
         self.rank = dist.get_rank() if distributed else 0
         self.is_writer = self.rank == 0
-        self.module = DistributedDataParallel(self.model) if self.world_size > 1 else self.model
         # The frozen reference of the k3 KL: the weights training started from (with LoRA, the
         # base model: the adapter disabled, no copy).
         copied = config.kl_beta > 0 and not config.lora_rank
-        self.reference = copy.deepcopy(self.model).eval().requires_grad_(False) if copied else None
+        self.reference = copy.deepcopy(policy.model).eval().requires_grad_(False) if copied else None
+        self.sharded = data_parallel == "fsdp" and self.world_size > 1
+        self.model = fsdp.shard(copy.deepcopy(policy.model)) if self.sharded else policy.model
+        ddp = self.world_size > 1 and not self.sharded
+        self.module = DistributedDataParallel(self.model) if ddp else self.model
         # The optimiser holds only the trained parameters; their checkpoint names key its state.
         self.trained = {lora.checkpoint_name(name): p for name, p in self.model.named_parameters() if p.requires_grad}
         self.params = list(self.trained.values())
@@ -114,7 +124,8 @@ class Learner(BaseLearner):
         return self.config.micro_batch_size * self.world_size
 
     def update(self, batch: Batch) -> dict[str, float]:
-        """One optimiser step: accumulate every micro-batch's gradient, all-reduce, clip, AdamW."""
+        """One optimiser step: accumulate every micro-batch's gradient, all-reduce, clip, AdamW
+        (sharded: then gather the new weights into the policy's model)."""
         config = self.config
         lr = self.schedule(self.step)
         for group in self.optimizer.param_groups:
@@ -124,16 +135,18 @@ class Learner(BaseLearner):
         totals: dict[str, torch.Tensor] = {}
         for k, micro in enumerate(micro_batches):
             last = k == len(micro_batches) - 1
-            sync = nullcontext() if last or self.world_size == 1 else self.module.no_sync()
+            sync = self.module.no_sync() if isinstance(self.module, DistributedDataParallel) and not last else nullcontext()
             with sync:
                 loss, metrics = self._loss(micro, device)
                 (loss * self.world_size).backward()
             for name, value in metrics.items():
                 totals[name] = totals.get(name, 0.0) + value.detach().float()
         max_norm = config.max_grad_norm if config.max_grad_norm > 0 else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
+        grad_norm = fsdp.full(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.sharded:
+            fsdp.gather_into(self.model, self.policy.model)
         self.step += 1
         names = sorted(totals)
         out: dict[str, float] = {}
@@ -177,7 +190,7 @@ class Learner(BaseLearner):
         if self.rank == 0:
             self.policy.export(directory)  # a peft model writes its adapter (adapter_config.json, adapter_model.safetensors)
             if self.config.lora_merge:
-                lora.export_merged(self.model, self.policy.tokenizer, directory)
+                lora.export_merged(self.policy.model, self.policy.tokenizer, directory)
         self._barrier()
         return directory
 
@@ -185,33 +198,44 @@ class Learner(BaseLearner):
         self.reference.save_pretrained(str(directory))
 
     def _load_weights(self, directory: Path, reference: Path | None) -> None:
+        whole = self.policy.model  # sharded: every rank loads the whole weights, then keeps its shards
         if self.config.lora_rank:
-            lora.set_adapters(self.model, load_adapter(directory, lora.get_adapters(self.model, self.lora_modules)))
-            return
-        load_weights(self.model, _safetensors(directory))
+            lora.set_adapters(whole, load_adapter(directory, lora.get_adapters(whole, self.lora_modules)))
+        else:
+            load_weights(whole, _safetensors(directory))
         if reference is not None:
             load_weights(self.reference, _safetensors(reference))
+        if self.sharded:
+            fsdp.distribute_from(whole, self.model)
 
     def _adam_state(self) -> AdamState:
         # AdamW keeps `step`, `exp_avg` and `exp_avg_sq` per parameter once it has stepped; every
-        # parameter steps together, so one step count stands for all of them.
+        # parameter steps together, so one step count stands for all of them. Sharded moments are
+        # gathered one parameter at a time (every rank takes part), and only rank 0 keeps them.
         step, moments = 0, {}
         for name, p in self.trained.items():
             state = self.optimizer.state.get(p)
             if state:
                 step = int(state["step"])
-                moments[name] = tuple(state[m].detach().float().cpu().numpy() for m in MOMENTS)
+                pair = tuple(fsdp.full(state[m]).detach().float().cpu().numpy() for m in MOMENTS)
             else:
-                moments[name] = (np.zeros(tuple(p.shape), np.float32),) * 2
+                pair = (np.zeros(tuple(p.shape), np.float32),) * 2
+            if self.is_writer or not self.sharded:
+                moments[name] = pair
         return step, moments
+
+    def _adam_template(self) -> AdamState:
+        # Names and whole shapes, without gathering anything (zero-strided views: no memory).
+        return 0, {name: (np.broadcast_to(np.float32(0), tuple(p.shape)),) * 2 for name, p in self.trained.items()}
 
     def _load_adam_state(self, state: AdamState) -> None:
         step, moments = state
         saved = self.optimizer.state_dict()
         saved["state"] = (
             {
-                i: {"step": torch.tensor(float(step))} | {m: torch.from_numpy(v) for m, v in zip(MOMENTS, moments[name])}
-                for i, name in enumerate(self.trained)
+                i: {"step": torch.tensor(float(step))}
+                | {m: fsdp.shard_like(p, torch.from_numpy(v)) for m, v in zip(MOMENTS, moments[name])}
+                for i, (name, p) in enumerate(self.trained.items())
             }
             if step > 0
             else {}

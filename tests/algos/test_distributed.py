@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -45,9 +47,12 @@ def entry(tmp_path_factory) -> Path:
     return script
 
 
+def textgym_env() -> dict[str, str]:
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
+
+
 def textgym(entry: Path, *argv: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
-    return subprocess.run([sys.executable, str(entry), *argv], env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, str(entry), *argv], env=textgym_env(), capture_output=True, text=True, timeout=timeout)
 
 
 def train_argv(model_dir: Path, out: Path, *extra: str) -> list[str]:
@@ -159,6 +164,57 @@ def test_a_stopped_two_process_run_resumes_exactly_and_only_with_two(entry, mode
     a, b = weights(out / "final"), weights(two_process_run / "final")
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def processes_naming(path: Path) -> list[int]:
+    """Live processes whose command line names ``path`` (a run's launcher, torchrun and its ranks)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(path).encode() in (proc / "cmdline").read_bytes().split(b"\0"):
+                found.append(int(proc.name))
+        except OSError:  # it ended meanwhile
+            pass
+    return found
+
+
+@pytest.mark.slow  # three two-process runs of six steps: about two minutes here
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the run's processes in /proc")
+def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(entry, model_dir, tmp_path):
+    """SIGKILL to the whole run (the launcher's process group; its ranks, which torchrun starts in
+    sessions of their own, die with it) once its second checkpoint exists, then the same command
+    again. The killed run shards its learner with FSDP2 and the uninterrupted one is DDP, so this
+    also checks that the sharded learner writes and restores whole checkpoints exactly."""
+    steps = ("--steps", "6")
+    whole = run_two(entry, model_dir, tmp_path / "whole", *steps)
+    out = tmp_path / "killed"
+    argv = [sys.executable, str(entry), *train_argv(model_dir, out, "--nproc", "2", *steps, "--data-parallel", "fsdp")]
+    with open(tmp_path / "killed.log", "wb") as log:
+        run = subprocess.Popen(argv, env=textgym_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 600
+        while not (out / "checkpoints" / "step_000002").is_dir() and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert run.poll() is None, (tmp_path / "killed.log").read_text()[-3000:]  # killed mid-run, not after it
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    played = {f: f.stat().st_mtime_ns for f in sorted((out / "rollouts").glob("step_*.jsonl"))}
+    deadline = time.monotonic() + 30
+    while processes_naming(out) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not processes_naming(out), "a rank outlived the kill"
+    assert not (out / "final").exists()
+
+    resumed = textgym(entry, *argv[2:])
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    records, uninterrupted = comparable(read_metrics(out / "metrics.jsonl")), comparable(read_metrics(whole / "metrics.jsonl"))
+    assert [r["step"] for r in records] == list(range(7))  # each step logged once, the killed run's included
+    assert len(played) >= 2 and {f: f.stat().st_mtime_ns for f in played} == played  # steps it played were not played again
+    for got, want in zip(records, uninterrupted, strict=True):
+        assert got.keys() == want.keys() and got == pytest.approx(want, rel=1e-4, abs=1e-5), got["step"]
+    a, b = weights(out / "final"), weights(whole / "final")
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_allclose(a[name], b[name], atol=1e-5, err_msg=name)
 
 
 @pytest.mark.slow  # waits out the coordinator's minute

@@ -168,3 +168,14 @@ def test_tiny_layers_deepens_the_tiny_model_and_only_it(tmp_path):
         TrainConfig(env=SUDOKU, model="smollm2-135m", tiny_layers=4)
     with pytest.raises(ValueError, match="tiny_layers must be >= 1"):
         SFTConfig(env=SUDOKU, tiny_layers=0)
+
+
+def test_fsdp_is_a_torch_choice_that_a_warm_start_inherits(capsys):
+    assert train_args("--env", SUDOKU, "--data-parallel", "fsdp").sft_config().data_parallel == "fsdp"
+    assert sft_args("--env", SUDOKU, "--data-parallel", "fsdp").data_parallel == "fsdp"
+    for config in (TrainConfig, SFTConfig):
+        with pytest.raises(ValueError, match="data_parallel='fsdp' is for the torch backend.*--mesh"):
+            config(env=SUDOKU, backend="jax", data_parallel="fsdp")
+    code = main(["train", "--env", SUDOKU, "--backend", "jax", "--data-parallel", "fsdp", "--steps", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--mesh" in err, err

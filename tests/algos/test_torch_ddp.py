@@ -1,4 +1,4 @@
-"""DDP on CPU: two gloo ranks take the same step as one process on the whole batch."""
+"""DDP and FSDP2 on CPU: two gloo ranks take the same steps as one process on the whole batch."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from safetensors.numpy import load_file
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from textgym.algos import tiny
 from textgym.algos.grpo import GRPOConfig, pack
+from textgym.algos.grpo.learner import OPTIMIZER_STATE, adam_tensors
 from textgym.algos.torch import Learner, load_policy
 from textgym.rollout import Rollout
 
@@ -23,24 +25,34 @@ SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
 # 10 rows with micro-batches of 2: 5 micro-batches do not split evenly over 2 ranks, so the
 # learner's row padding is exercised too.
 CONFIG = dict(group_size=5, micro_batch_size=2, lr=1e-3, kl_beta=0.01, max_length=64)
+STEPS = 2
 
 WORKER = textwrap.dedent(
     """
     import pickle, sys
     import numpy as np
+    import torch
     import torch.distributed as dist
     from textgym.algos.grpo import GRPOConfig
     from textgym.algos.torch import Learner, load_policy
 
-    model_dir, batch_file, out_dir = sys.argv[1:4]
+    model_dir, batch_file, out_dir, data_parallel = sys.argv[1:5]
     dist.init_process_group("gloo")
-    config, batch = pickle.load(open(batch_file, "rb"))
+    config, batch, steps = pickle.load(open(batch_file, "rb"))
     policy = load_policy(model_dir)
-    learner = Learner(policy, GRPOConfig(**config))
-    metrics = learner.train_step(batch)
+    learner = Learner(policy, GRPOConfig(**config), data_parallel=data_parallel)
+    metrics = [learner.train_step(batch) for _ in range(steps)]
     learner.save(out_dir)
+    # The tied head stays its embedding's parameter, in the trained (sharded) model and in the sampler's.
+    tied = [m.lm_head.weight is m.model.embed_tokens.weight for m in (learner.model, policy.model)]
+    # A learner restored from the checkpoint takes the next step exactly as the one that wrote it.
+    resumed = Learner(load_policy(model_dir), GRPOConfig(**config), data_parallel=data_parallel)
+    resumed.restore(out_dir)
+    same = learner.train_step(batch) == resumed.train_step(batch) and all(
+        torch.equal(a, b) for a, b in zip(policy.model.parameters(), resumed.policy.model.parameters(), strict=True)
+    )
     if dist.get_rank() == 0:
-        pickle.dump(metrics, open(out_dir + "/metrics.pkl", "wb"))
+        pickle.dump((metrics, tied, learner.sharded, same), open(out_dir + "/metrics.pkl", "wb"))
     dist.destroy_process_group()
     """
 )
@@ -73,14 +85,15 @@ def rollouts() -> list[Rollout]:
 
 
 @pytest.mark.slow  # two torch processes start in ~30-40 s on 2 shared cores
-def test_two_gloo_ranks_equal_one_process(tmp_path: Path):
+@pytest.mark.parametrize("data_parallel", ["ddp", "fsdp"])
+def test_two_gloo_ranks_equal_one_process(tmp_path: Path, data_parallel: str):
     import pickle
 
     model_dir = tiny.create(tmp_path / "tiny", size=SMALL)
     config = GRPOConfig(**CONFIG)
     batch = pack(rollouts(), config, pad_id=0)
     batch_file = tmp_path / "batch.pkl"
-    batch_file.write_bytes(pickle.dumps((CONFIG, batch)))
+    batch_file.write_bytes(pickle.dumps((CONFIG, batch, STEPS)))
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
@@ -93,17 +106,26 @@ def test_two_gloo_ranks_equal_one_process(tmp_path: Path):
         str(script),
         str(model_dir),
         str(batch_file),
-        str(tmp_path / "ddp"),
+        str(tmp_path / "ranks"),
+        data_parallel,
     ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
 
     policy = load_policy(model_dir)
-    single = Learner(policy, config).train_step(batch)
-    ddp = pickle.loads((tmp_path / "ddp" / "metrics.pkl").read_bytes())
-    for name in ("loss/total", "loss/policy", "loss/kl", "stats/clip_frac", "stats/grad_norm"):
-        assert ddp[name] == pytest.approx(single[name], abs=1e-5), name
-    trained = load_policy(tmp_path / "ddp")
+    learner = Learner(policy, config)
+    single = [learner.train_step(batch) for _ in range(STEPS)]
+    ranks, tied, sharded, resumed_exactly = pickle.loads((tmp_path / "ranks" / "metrics.pkl").read_bytes())
+    assert sharded == (data_parallel == "fsdp") and tied == [True, True] and resumed_exactly
+    for step in range(STEPS):
+        for name in ("loss/total", "loss/policy", "loss/kl", "stats/clip_frac", "stats/grad_norm"):
+            assert ranks[step][name] == pytest.approx(single[step][name], abs=1e-5), (step, name)
+    trained = load_policy(tmp_path / "ranks")
     want = dict(policy.model.named_parameters())
     for name, value in trained.model.named_parameters():
-        np.testing.assert_allclose(value.detach().numpy(), want[name].detach().numpy(), atol=2e-5, err_msg=name)
+        np.testing.assert_allclose(value.detach().numpy(), want[name].detach().numpy(), atol=1e-5, err_msg=name)
+    # Rank 0 wrote AdamW's whole moments (gathered from the shards under FSDP), keyed by Hugging Face names.
+    saved, moments = load_file(str(tmp_path / "ranks" / OPTIMIZER_STATE)), adam_tensors(learner._adam_state())
+    assert saved.keys() == moments.keys()
+    for name, value in moments.items():
+        np.testing.assert_allclose(saved[name], value, rtol=1e-4, atol=1e-4 * np.abs(value).max(), err_msg=name)  # float noise
