@@ -212,16 +212,17 @@ class Learner(BaseLearner):
         # AdamW keeps `step`, `exp_avg` and `exp_avg_sq` per parameter once it has stepped; every
         # parameter steps together, so one step count stands for all of them. Sharded moments are
         # gathered one parameter at a time (every rank takes part), and only rank 0 keeps them.
+        keep = self.is_writer or not self.sharded
         step, moments = 0, {}
         for name, p in self.trained.items():
             state = self.optimizer.state.get(p)
+            whole = [fsdp.full(state[m]) for m in MOMENTS] if state else None
             if state:
                 step = int(state["step"])
-                pair = tuple(fsdp.full(state[m]).detach().float().cpu().numpy() for m in MOMENTS)
-            else:
-                pair = (np.zeros(tuple(p.shape), np.float32),) * 2
-            if self.is_writer or not self.sharded:
-                moments[name] = pair
+            if keep:
+                moments[name] = (
+                    tuple(w.detach().float().cpu().numpy() for w in whole) if whole else (np.zeros(tuple(p.shape), np.float32),) * 2
+                )
         return step, moments
 
     def _adam_template(self) -> AdamState:

@@ -85,15 +85,22 @@ def rollouts() -> list[Rollout]:
 
 
 @pytest.mark.slow  # two torch processes start in ~30-40 s on 2 shared cores
-@pytest.mark.parametrize("data_parallel", ["ddp", "fsdp"])
-def test_two_gloo_ranks_equal_one_process(tmp_path: Path, data_parallel: str):
+@pytest.mark.parametrize(
+    ("data_parallel", "extra"),
+    [
+        ("ddp", {}),
+        ("fsdp", {}),
+        ("fsdp", {"trainable_layers": 1}),  # FSDP units that mix frozen and trained parameters (the root's embedding and norm)
+    ],
+)
+def test_two_gloo_ranks_equal_one_process(tmp_path: Path, data_parallel: str, extra: dict):
     import pickle
 
     model_dir = tiny.create(tmp_path / "tiny", size=SMALL)
-    config = GRPOConfig(**CONFIG)
+    config = GRPOConfig(**CONFIG, **extra)
     batch = pack(rollouts(), config, pad_id=0)
     batch_file = tmp_path / "batch.pkl"
-    batch_file.write_bytes(pickle.dumps((CONFIG, batch, STEPS)))
+    batch_file.write_bytes(pickle.dumps((CONFIG | extra, batch, STEPS)))
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
