@@ -109,7 +109,7 @@ def time_table(results: dict[tuple[str, int], dict]) -> str:
     for (backend, seed), s in results.items():
         split = step_split(Path(s["output_dir"]))
         if split:
-            lines.append(f"| {backend} | {seed} | " + " | ".join(f"{split[p]:.0f}%" for p in STEP_PARTS) + f" | {split['step']:.2f} |")
+            lines.append(f"| {backend} | {seed} | " + " | ".join(f"{split[p]:.1f}%" for p in STEP_PARTS) + f" | {split['step']:.2f} |")
     return "\n".join(lines)
 
 
