@@ -62,11 +62,12 @@ GAIN, NEAR_BEST, AFTER_STEP = 25.0, 5.0, 50
 no evaluation after step AFTER_STEP below the warm start."""
 
 
-def lowest_after(run_dir: Path, step: int) -> tuple[float, int]:
-    """The lowest held-out success (percent) evaluated after ``step``, and its step."""
+def lowest_after(run_dir: Path, step: int) -> tuple[float, int] | None:
+    """The lowest held-out success (percent) evaluated after ``step``, and its step (None: a run
+    too short to evaluate after ``step``)."""
     evals = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
     later = [(100 * r["eval/success"], r["step"]) for r in evals if "eval/success" in r and r["step"] > step]
-    return min(later, key=lambda e: e[0])
+    return min(later, key=lambda e: e[0]) if later else None
 
 
 def table(results: dict[tuple[str, int], dict]) -> str:
@@ -77,11 +78,11 @@ def table(results: dict[tuple[str, int], dict]) -> str:
     ]
     for (backend, seed), s in results.items():
         before, after, best = 100 * s["before"]["success"], 100 * s["after"]["success"], 100 * s["best"]["success"]
-        low, low_step = lowest_after(Path(s["output_dir"]), AFTER_STEP)
-        met = after - before >= GAIN and best - after <= NEAR_BEST and low >= before
+        lowest = lowest_after(Path(s["output_dir"]), AFTER_STEP)
+        met = after - before >= GAIN and best - after <= NEAR_BEST and (lowest is None or lowest[0] >= before)
         lines.append(
             f"| {backend} | {seed} | {before:.1f}% | {best:.1f}% ({s['best']['step']}) | {after:.1f}% | {after - before:+.1f} "
-            f"| {low:.1f}% ({low_step}) | {s['minutes']:.1f} | {'met' if met else 'not met'} |"
+            f"| {f'{lowest[0]:.1f}% ({lowest[1]})' if lowest else '-'} | {s['minutes']:.1f} | {'met' if met else 'not met'} |"
         )
     for backend in dict.fromkeys(b for b, _ in results):
         gains = [100 * (s["after"]["success"] - s["before"]["success"]) for (b, _), s in results.items() if b == backend]
