@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -11,6 +12,7 @@ from textgym.env import Outcome, TextEnv
 from textgym.envs.code.families import FAMILIES
 from textgym.envs.code.formats import cached_task_from_dict, task_from_dict
 from textgym.envs.code.generator import generate
+from textgym.envs.code.variants import wrong_variant
 from textgym.envs.code.verify import feedback, verify
 from textgym.error import ResetNeeded
 from textgym.messages import FrozenDict, system, user
@@ -160,12 +162,25 @@ class CodeEnv(TextEnv):
             info["verification"] = self.last_verification
         return obs, reward, terminated, truncated, info
 
-    def oracle_action(self) -> str:
-        """The task's reference solution in a fenced block (a harmless ``pass`` when it has none)."""
+    def oracle_action(self, *, noise: float = 0.0) -> str:
+        """The task's reference solution in a fenced block (a harmless ``pass`` when it has none).
+
+        ``noise=p`` makes a noisy demonstrator: with probability ``p`` its first attempt is a
+        plausible wrong variant of the reference (a number of the statement miscopied, see
+        :func:`~textgym.envs.code.variants.wrong_variant`), and after the failing-test feedback
+        it submits the reference. The draw is seeded by the task, so a task always gets the same
+        demonstration. Warm starts on it see what a second attempt is for, and leave
+        reinforcement learning something to improve.
+        """
         if self.task is None:
             raise ResetNeeded("call reset() before oracle_action()")
-        solution = (self.task.answer or {}).get("solution")
-        return f"```python\n{solution or 'pass'}\n```"
+        solution = (self.task.answer or {}).get("solution") or "pass"
+        if noise > 0 and self.attempts == 0:
+            statement = str(self.task.data.get("prompt", ""))
+            rng = np.random.default_rng(zlib.crc32(f"{statement}\0{solution}".encode()))
+            if rng.random() < noise:
+                solution = wrong_variant(solution, statement, rng)
+        return f"```python\n{solution}\n```"
 
 
 def _statement(task: Task) -> str:

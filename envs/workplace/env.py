@@ -75,6 +75,7 @@ class WorkplaceEnv(TextEnv):
     data_dir: A directory of CSV tables in WorkBench's column layout to use as the world instead.
     categories: Restrict generated tasks to these categories.
     difficulty: Restrict generated tasks to "easy", "medium" or "hard" templates.
+    templates: Restrict generated tasks to these templates, by name (``delete_task``, ...).
     tasks, max_turns, max_action_chars, render_mode: as :class:`~textgym.env.TextEnv`.
 
     ## Options
@@ -93,13 +94,14 @@ class WorkplaceEnv(TextEnv):
         data_dir: str | None = None,
         categories: Sequence[str] | None = None,
         difficulty: str | None = None,
+        templates: Sequence[str] | None = None,
         tasks: Any = None,
         max_turns: int = 20,
         max_action_chars: int = 32_768,
         render_mode: str | None = None,
     ):
         self.world = get_world(world_seed, data_dir)
-        self._pool = select_templates(categories, difficulty)
+        self._pool = select_templates(categories, difficulty, templates)
         super().__init__(tasks=tasks, max_turns=max_turns, max_action_chars=max_action_chars, render_mode=render_mode)
         self._session = WorkplaceTools(self.world.connect(), self.world)
         self._toolset = self._session.toolset()

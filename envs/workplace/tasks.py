@@ -40,19 +40,29 @@ NEMO_CATEGORIES = {"customer_relationship_manager": "crm"}
 MAX_DRAWS = 200
 
 
-def select_templates(categories: Sequence[str] | None = None, difficulty: str | None = None) -> tuple[Template, ...]:
-    """The templates the generator draws from, filtered by category and difficulty."""
+def select_templates(
+    categories: Sequence[str] | None = None, difficulty: str | None = None, templates: Sequence[str] | None = None
+) -> tuple[Template, ...]:
+    """The templates the generator draws from, filtered by category, difficulty and name."""
     if categories is not None:
         unknown = sorted(set(categories) - set(CATEGORIES))
         if unknown:
             raise ValueError(f"categories must be among {list(CATEGORIES)}, got {unknown}")
     if difficulty is not None and difficulty not in DIFFICULTIES:
         raise ValueError(f"difficulty must be one of {list(DIFFICULTIES)}, got {difficulty!r}")
+    if templates is not None:
+        unknown = sorted(set(templates) - {t.name for t in TEMPLATES})
+        if unknown:
+            raise ValueError(f"templates must be among {sorted(t.name for t in TEMPLATES)}, got {unknown}")
     pool = tuple(
-        t for t in TEMPLATES if (categories is None or t.category in categories) and (difficulty is None or t.difficulty == difficulty)
+        t
+        for t in TEMPLATES
+        if (categories is None or t.category in categories)
+        and (difficulty is None or t.difficulty == difficulty)
+        and (templates is None or t.name in templates)
     )
     if not pool:
-        raise ValueError(f"no template has category in {categories} and difficulty {difficulty!r}")
+        raise ValueError(f"no template has category in {categories}, difficulty {difficulty!r} and name in {templates}")
     return pool
 
 

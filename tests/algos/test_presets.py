@@ -54,8 +54,9 @@ def plain(config) -> dict:
         ("tiny_warm", lambda: train_args("--env", SUDOKU).sft_config(), "sudoku-tiny"),
         ("smollm2_warm", lambda: train_args("--env", SUDOKU, "--model", "smollm2-135m").sft_config(), "sudoku-smollm2"),
         ("sft_tiny", lambda: sft_args("--env", SUDOKU), "sudoku-tiny"),
-        ("generic", lambda: train_args("--env", "textgym/Workplace-v0", "--backend", "jax"), None),
-        ("sft_generic", lambda: sft_args("--env", "textgym/Workplace-v0"), None),
+        # An env and model without a preset: the dataclasses' defaults.
+        ("generic", lambda: train_args("--env", "textgym/Workplace-v0", "--model", "smollm2-135m", "--backend", "jax"), None),
+        ("sft_generic", lambda: sft_args("--env", "textgym/Workplace-v0", "--model", "smollm2-135m"), None),
     ],
 )
 def test_todays_command_lines_resolve_to_the_values_they_always_had(case, config, preset):

@@ -292,3 +292,16 @@ def test_lookup_oracle_searches_for_what_the_request_says():
         for call in env.oracle_action(lookup=True)["tool_calls"]:
             args = json.loads(call["function"]["arguments"])
             assert all(value in query for value in args.values()), (query, args)  # copied from the request
+
+
+def test_templates_filter_draws_only_the_named_templates():
+    env = WorkplaceEnv(templates=["delete_task", "move_task"])
+    drawn = set()
+    for seed in range(20):
+        env.reset(seed=seed)
+        drawn.add(env.task.metadata["template"])
+    assert drawn == {"delete_task", "move_task"}
+    with pytest.raises(ValueError, match="templates must be among"):
+        WorkplaceEnv(templates=["delete_everything"])
+    with pytest.raises(ValueError, match="no template has"):
+        WorkplaceEnv(categories=["crm"], templates=["delete_task"])
