@@ -9,7 +9,8 @@ the dataclasses' defaults, and the flags it was given go on top. To add a preset
 ``TrainConfig(preset="name", ...)`` and list it in :data:`PRESETS`.
 
 The numbers come from the runs recorded in docs/benchmarks.md ("Learning on Sudoku 4x4 with the tiny
-model") and docs/models.md ("Learning on SmolLM2").
+model", "Code-v0 with two attempts: code-tiny", "Workplace-v0 in two turns: workplace-tiny") and
+docs/models.md ("Learning on SmolLM2").
 """
 
 from __future__ import annotations
@@ -151,7 +152,90 @@ SUDOKU_MOVES_TINY = TrainConfig(
     ),
 )
 
-PRESETS: dict[str, TrainConfig] = {p.preset: p for p in (SUDOKU_TINY, SUDOKU_SMOLLM2, SUDOKU_MOVES_TINY)}
+# Code-v0 with two attempts and the failing-test feedback in between, on the four generated families
+# whose statement names one number and whose reference is one line (episodes of 200-700 byte
+# tokens). See docs/benchmarks.md ("Code-v0 with two attempts: code-tiny") for the runs behind it.
+CODE_TINY = TrainConfig(
+    preset="code-tiny",
+    env="textgym/Code-v0",
+    model=TINY,
+    tiny_layers=4,  # copying the statement's number into the code; 2 layers could not find a Sudoku blank
+    env_kwargs={"families": ["count_above", "digit_power_sum", "long_word_lengths", "sum_multiples"], "max_attempts": 2},
+    # The warm start also sees clamp_list (two numbers) and chunk_sums (one number written twice),
+    # more statements to copy a number from; GRPO and the evaluation leave them out: after the
+    # warm start they solved 0 of 28 held-out tasks (no group with a success to learn from),
+    # where the four above solved 42 of 100.
+    sft_env_kwargs={
+        "families": ["chunk_sums", "clamp_list", "count_above", "digit_power_sum", "long_word_lengths", "sum_multiples"],
+        "max_attempts": 2,
+    },
+    # The noisy demonstrator: half the tasks get a near miss (a number of the statement miscopied)
+    # first and the reference after the feedback, so the warm start uses its second attempt.
+    sft_oracle_kwargs={"noise": 0.5},
+    # 20 steps of 8 x 8: what fits beside a 200-step warm start (~15 min) on the shared machine.
+    steps=20,
+    prompts_per_step=8,
+    sft_steps=200,
+    sft_demos=2000,
+    sft_lr=3e-3,
+    eval_every=10,
+    threads=1,
+    grpo=GRPOConfig(
+        group_size=8,
+        # At 1e-3 (one update per batch, all-equal groups dropped) the policy fell apart within
+        # 5 steps: no held-out task solved at step 8, its code no longer Python.
+        lr=3e-4,
+        lr_schedule="cosine",
+        warmup_steps=2,
+        num_iterations=2,
+        max_new_tokens=128,  # the longest reference in a fence is ~90 tokens
+        max_length=1024,
+        micro_batch_size=16,
+        temperature=1.0,
+        max_grad_norm=1.0,
+        advantage_scaling="group",
+        loss_aggregation="token-mean",
+    ),
+)
+
+# Workplace-v0 requests that take two tool-calling turns, the second using what the first returned:
+# search a task by the name the request quotes, then change or delete it by its id; look a
+# colleague's address up in the directory, then email them. See docs/benchmarks.md ("Workplace-v0
+# in two turns: workplace-tiny") for the runs behind it.
+WORKPLACE_TINY = TrainConfig(
+    preset="workplace-tiny",
+    env="textgym/Workplace-v0",
+    model=TINY,
+    tiny_layers=4,  # two layers learned the calls but copied other tasks' names and ids
+    # The easy templates whose episodes are one lookup and one change (550-730 byte tokens): a
+    # task's id from its search for delete, move and re-date; an address for an email. Truncation
+    # after the second turn ends the episode; the final state is what is scored.
+    env_kwargs={"templates": ["change_due", "delete_task", "move_task", "send_email"], "max_turns": 2},
+    sft_oracle_kwargs={"lookup": True},
+    steps=16,  # as code-tiny: what fits beside the warm start on the shared machine
+    prompts_per_step=8,
+    sft_steps=200,
+    sft_demos=2000,
+    sft_lr=3e-3,
+    eval_every=8,
+    threads=1,
+    grpo=GRPOConfig(
+        group_size=8,
+        lr=3e-4,  # as code-tiny: 1e-3 broke that policy within 5 steps
+        lr_schedule="cosine",
+        warmup_steps=2,
+        num_iterations=2,
+        max_new_tokens=256,  # the longest demonstrated turn is 211 tokens (an email)
+        max_length=1024,
+        micro_batch_size=16,
+        temperature=1.0,
+        max_grad_norm=1.0,
+        advantage_scaling="group",
+        loss_aggregation="token-mean",
+    ),
+)
+
+PRESETS: dict[str, TrainConfig] = {p.preset: p for p in (SUDOKU_TINY, SUDOKU_SMOLLM2, SUDOKU_MOVES_TINY, CODE_TINY, WORKPLACE_TINY)}
 """Every preset by name."""
 
 
