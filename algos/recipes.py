@@ -235,7 +235,38 @@ WORKPLACE_TINY = TrainConfig(
     ),
 )
 
-PRESETS: dict[str, TrainConfig] = {p.preset: p for p in (SUDOKU_TINY, SUDOKU_SMOLLM2, SUDOKU_MOVES_TINY, CODE_TINY, WORKPLACE_TINY)}
+# The three multi-turn recipes in one run: each env keeps its own preset's tasks and demonstrator,
+# the warm start shares its demonstrations among the three, and every step plays four prompts of
+# each. The per-env settings are the three presets' own; the shared ones (steps, learning rates,
+# lengths) are the most demanding of the three.
+_MIXED = (SUDOKU_MOVES_TINY, CODE_TINY, WORKPLACE_TINY)
+MIXTURE_TINY = TrainConfig(
+    preset="mixture-tiny",
+    env=tuple(p.env for p in _MIXED),
+    model=TINY,
+    tiny_layers=4,
+    env_kwargs={p.env: p.env_kwargs for p in _MIXED},
+    sft_env_kwargs={p.env: p.sft_kwargs for p in _MIXED},
+    sft_oracle_kwargs={p.env: p.sft_oracle_kwargs for p in _MIXED},
+    sft_steps=600,
+    sft_demos=6000,
+    sft_lr=1.5e-3,  # sudoku-moves-tiny's: 3e-3 diverged there
+    sft_batch_size=16,
+    steps=40,
+    prompts_per_step=12,
+    eval_episodes=64,  # per env
+    eval_every=10,
+    threads=1,
+    grpo=dataclasses.replace(
+        SUDOKU_MOVES_TINY.grpo,
+        max_new_tokens=max(p.grpo.max_new_tokens for p in _MIXED),
+        max_length=max(p.grpo.max_length for p in _MIXED),
+    ),
+)
+
+PRESETS: dict[str, TrainConfig] = {
+    p.preset: p for p in (SUDOKU_TINY, SUDOKU_SMOLLM2, SUDOKU_MOVES_TINY, CODE_TINY, WORKPLACE_TINY, MIXTURE_TINY)
+}
 """Every preset by name."""
 
 
