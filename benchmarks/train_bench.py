@@ -9,6 +9,13 @@ process (TRL from its own virtualenv), so peak RSS is per framework.
 
     .venv/bin/python benchmarks/train_bench.py --trl-python .bench-venvs/trl/bin/python
 
+``--finetune`` compares what a step costs with fewer trained weights (the ``--trainable-layers`` and
+``--lora-rank`` of ``textgym train``), on textgym's two backends; ``--model`` and ``--env-kwargs``
+run it on a real checkpoint, e.g. the ``sudoku-smollm2`` preset's model and env settings:
+
+    .venv/bin/python benchmarks/train_bench.py --model smollm2-135m --env-kwargs '{"size": 4, "blanks": 1, "max_turns": 1}' \
+        --only torch jax --finetune full trainable-layers=8 lora-rank=8 lora-rank=16
+
 The TRL worker imports neither textgym nor gymnasium: its reward compares the digits after
 ``<answer>`` with the solution, which is what the Sudoku verifier decides for a one-turn episode.
 """
@@ -29,21 +36,37 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 ENV_ID = "textgym/Sudoku-v0"
 ENV_KWARGS = {"size": 4, "blanks": 4, "max_turns": 1}
+FINETUNE = {"trainable-layers": "trainable_layers", "lora-rank": "lora_rank"}  # --finetune NAME=N: the GRPOConfig field
+
+
+def finetune_fields(variant: str) -> dict[str, int]:
+    """The GRPOConfig fields of a ``--finetune`` variant: ``full`` (every weight) or ``NAME=N``."""
+    if variant == "full":
+        return {}
+    name, _, value = variant.partition("=")
+    if name not in FINETUNE or not value.isdigit():
+        raise argparse.ArgumentTypeError(f"expected full or one of {', '.join(f'{n}=N' for n in FINETUNE)}, got {variant!r}")
+    return {FINETUNE[name]: int(value)}
+
+
+def finetune_variant(variant: str) -> str:
+    finetune_fields(variant)
+    return variant
 
 
 # ----- the driver (runs in textgym's venv) -----
 
 
-def prepare(workdir: Path, prompts: int, steps: int) -> tuple[Path, Path]:
-    """The tiny checkpoint and the prompts file (text, ids, solution) every worker reads."""
+def prepare(workdir: Path, model: str, env_kwargs: dict, prompts: int, steps: int) -> tuple[Path, Path]:
+    """The checkpoint (``tiny`` created in ``workdir``) and the prompts file (text, ids, solution) every worker reads."""
     import gymnasium as gym
 
     from textgym.algos import models, tiny
     from textgym.wrappers import TokenObservation
 
-    model = tiny.resolve("tiny", workdir)
+    model = models.resolve(model, workdir)
     tokenizer = models.load_tokenizer(model)
-    env = TokenObservation(gym.make(ENV_ID, **ENV_KWARGS), tokenizer, chat_template=tiny.compact_chat_template())
+    env = TokenObservation(gym.make(ENV_ID, **env_kwargs), tokenizer, chat_template=tiny.compact_chat_template())
     rows = []
     for seed in range(prompts * (steps + 1)):
         ids, _ = env.reset(seed=seed)
@@ -63,10 +86,20 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads of every framework")
     parser.add_argument("--trl-python", default=".bench-venvs/trl/bin/python", help="python of the TRL virtualenv")
     parser.add_argument("--only", nargs="*", default=["torch", "jax", "trl"], choices=["torch", "jax", "trl"])
+    parser.add_argument("--model", default="tiny", help="tiny (random, created here), smollm2-135m or a HF directory")
+    parser.add_argument("--env-kwargs", type=json.loads, default=ENV_KWARGS, help="JSON keyword arguments of the Sudoku env (one turn)")
+    parser.add_argument(
+        "--finetune",
+        nargs="+",
+        type=finetune_variant,
+        default=["full"],
+        metavar="VARIANT",
+        help="what each textgym run trains: full, trainable-layers=N or lora-rank=N (default targets); one row each (TRL: full only)",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        model, prompts = prepare(Path(tmp), args.prompts, args.steps)
+        model, prompts = prepare(Path(tmp), args.model, args.env_kwargs, args.prompts, args.steps)
         common = [
             "--model",
             str(model),
@@ -84,35 +117,46 @@ def main() -> None:
             str(args.lr),
             "--threads",
             str(args.threads),
+            "--env-kwargs",
+            json.dumps(args.env_kwargs),
         ]
         results = {}
-        for name in args.only:
-            python = args.trl_python if name == "trl" else sys.executable
-            env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(args.threads))
-            if name == "jax":
-                env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" if args.threads == 1 else ""
-            done = subprocess.run([python, __file__, "worker", name, *common], env=env, capture_output=True, text=True)
-            if done.returncode:
-                sys.exit(f"{name} worker failed:\n{done.stderr[-4000:]}")
-            results[name] = json.loads(done.stdout.strip().splitlines()[-1])
-            print(name, results[name], file=sys.stderr, flush=True)
+        for variant in args.finetune:
+            for name in args.only:
+                if name == "trl" and variant != "full":  # its trainer is run as the full fine-tuning peer only
+                    continue
+                python = args.trl_python if name == "trl" else sys.executable
+                env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(args.threads))
+                if name == "jax":
+                    env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" if args.threads == 1 else ""
+                command = [python, __file__, "worker", name, *common, "--finetune", variant]
+                done = subprocess.run(command, env=env, capture_output=True, text=True)
+                if done.returncode:
+                    sys.exit(f"{name} worker ({variant}) failed:\n{done.stderr[-4000:]}")
+                results[variant, name] = json.loads(done.stdout.strip().splitlines()[-1])
+                print(variant, name, results[variant, name], file=sys.stderr, flush=True)
     print(table(results, args))
 
 
 def table(results: dict, args: argparse.Namespace) -> str:
     names = {"torch": "textgym torch", "jax": "textgym JAX", "trl": "TRL GRPOTrainer"}
-    trl = results.get("trl")
+    trl = results.get(("full", "trl"))
     lines = [
-        f"{args.prompts} prompts x {args.group_size} completions (<= {args.max_new_tokens} tokens), {args.steps - 1} timed steps, "
-        f"{args.threads} thread(s)",
+        f"{args.model}, {args.prompts} prompts x {args.group_size} completions (<= {args.max_new_tokens} tokens), "
+        f"{args.steps - 1} timed steps, {args.threads} thread(s)",
         "",
-        "| framework | step time (median s) | sample / env / update (s) | completion tokens/s | peak RSS (MiB) | speed vs TRL |",
-        "|---|---|---|---|---|---|",
+        "| fine-tuning | framework | step time (median s) | sample / env / update (s) | completion tokens/s | peak RSS (MiB) "
+        "| trainable params | speed vs TRL |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for key, r in results.items():
-        ratio = f"{trl['step_s'] / r['step_s']:.2f}x" if trl else "n/a"
+    for (variant, key), r in results.items():
+        ratio = f"{trl['step_s'] / r['step_s']:.2f}x" if trl and variant == "full" else "n/a"
         parts = f"{r['sample_s']:.2f} / {r['env_s']:.2f} / {r['update_s']:.2f}" if "sample_s" in r else "(not separable)"
-        lines.append(f"| {names[key]} | {r['step_s']:.2f} | {parts} | {r['tokens_per_s']:.0f} | {r['peak_rss_mib']:.0f} | {ratio} |")
+        trained = f"{r['trainable_params']:,}" if "trainable_params" in r else "all"
+        lines.append(
+            f"| {variant} | {names[key]} | {r['step_s']:.2f} | {parts} | {r['tokens_per_s']:.0f} | {r['peak_rss_mib']:.0f} "
+            f"| {trained} | {ratio} |"
+        )
     return "\n".join(lines)
 
 
@@ -139,11 +183,12 @@ def worker_textgym(args: argparse.Namespace, backend_name: str) -> dict:
         micro_batch_size=args.prompts * args.group_size,
         kl_beta=0.0,
         loss_aggregation="token-mean",
+        **finetune_fields(args.finetune),
     )
     learner = backend.Learner(policy, config)
     tokenizer = models.load_tokenizer(args.model)
     episodes = args.prompts * args.group_size
-    venv = token_venv(ENV_ID, ENV_KWARGS, tokenizer, tiny.compact_chat_template(), episodes)
+    venv = token_venv(ENV_ID, args.env_kwargs, tokenizer, tiny.compact_chat_template(), episodes)
     times, tokens, split = [], [], []
     for step in range(args.steps):
         t0 = time.perf_counter()
@@ -158,6 +203,8 @@ def worker_textgym(args: argparse.Namespace, backend_name: str) -> dict:
     venv.close()
     result = summarize(times, tokens)
     result["sample_s"], result["env_s"], result["update_s"] = (statistics.median(x[i] for x in split[1:]) for i in range(3))
+    # AdamW's moments, one pair per trained tensor, named alike by both backends: what the step trains.
+    result["trainable_params"] = sum(m.size for m, _ in learner._adam_state()[1].values())
     return result
 
 
@@ -241,6 +288,8 @@ def worker_main(argv: list[str]) -> None:
     for flag in ("--steps", "--prompts", "--group-size", "--max-new-tokens", "--threads"):
         parser.add_argument(flag, type=int, required=True)
     parser.add_argument("--lr", type=float, required=True)
+    parser.add_argument("--env-kwargs", type=json.loads, required=True)
+    parser.add_argument("--finetune", type=finetune_variant, required=True)
     args = parser.parse_args(argv)
     result = worker_trl(args) if args.framework == "trl" else worker_textgym(args, args.framework)
     print(json.dumps(result))
