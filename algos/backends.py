@@ -47,6 +47,19 @@ def load_backend(name: str, threads: int | None = None) -> ModuleType:
     return module
 
 
+def idle_cpus() -> int:
+    """The CPUs this process may use that the last minute's load average left free, at least 1.
+
+    A default for a command's ``--threads``: an intra-op thread whose core another process keeps
+    busy spin-waits at every barrier, so on a loaded machine two threads cost several times the
+    CPU of one (``textgym eval`` of SmolLM2-135M on 2 cores at load 9: 7x the CPU seconds, see
+    docs/benchmarks.md), while on an idle machine they share the work.
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return max(1, min(cpus, cpus - round(load)))
+
+
 def _limit_xla_threads(threads: int) -> None:
     if "jax" in sys.modules:
         import warnings

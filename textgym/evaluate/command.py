@@ -88,7 +88,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sampling.add_argument("--max-tokens", type=int, default=None, help="most tokens per turn (model policies: 256)")
     local = parser.add_argument_group("model policies")
     local.add_argument("--backend", choices=("jax", "torch"), default="torch", help="whose sampler runs model: policies")
-    local.add_argument("--threads", type=int, default=None, help="intra-op CPU threads of the backend (1 is fastest on a busy machine)")
+    local.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="intra-op CPU threads of the backend (default: the CPUs the load average leaves idle, at least 1; 1 is fastest on a busy machine)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -185,6 +190,7 @@ def _token_venv(args: argparse.Namespace, spec: PolicySpec, tokenizer: Any) -> g
 
 
 def _model_policy(spec: PolicySpec, args: argparse.Namespace) -> Any:
+    from textgym.algos.backends import idle_cpus
     from textgym.policies import ModelPolicy
 
     return ModelPolicy.load(
@@ -193,7 +199,8 @@ def _model_policy(spec: PolicySpec, args: argparse.Namespace) -> Any:
         max_new_tokens=args.max_tokens or 256,
         temperature=args.temperature,
         seed=args.seed,
-        threads=args.threads,
+        # Not the framework's default (every CPU): threads on cores that other processes keep busy spin-wait.
+        threads=args.threads or idle_cpus(),
     )
 
 
