@@ -202,8 +202,10 @@ CODE_TINY = TrainConfig(
 
 # Workplace-v0 requests that take two tool-calling turns, the second using what the first returned:
 # search a task by the name the request quotes, then change or delete it by its id; look a
-# colleague's address up in the directory, then email them. See docs/benchmarks.md ("Workplace-v0
-# in two turns: workplace-tiny") for the runs behind it.
+# colleague's address up in the directory, then email them. Short of its goal: its warm start
+# solves none of the held-out tasks (torch seed 0), so GRPO has no success to learn from; the
+# run and why are in docs/benchmarks.md ("Workplace-v0 in two turns: workplace-tiny"). The best
+# recipe found so far, kept for the next attempt.
 WORKPLACE_TINY = TrainConfig(
     preset="workplace-tiny",
     env="textgym/Workplace-v0",
