@@ -40,10 +40,11 @@ def main() -> None:
     parser.add_argument("--name", required=True, help="the screenshots' name: learned-<name>-*.png")
     parser.add_argument("--env", help="an env id of a mixture's run")
     parser.add_argument("--out", type=Path, default=Path("docs/img"))
+    parser.add_argument("--tokenizer", default="tiny", help="decodes the token view (a HF directory or 'tiny')")
     args = parser.parse_args()
     rollouts, index = last_solved(args.run, args.env)
     page = Path(tempfile.mkdtemp()) / "view.html"
-    assert textgym(["view", str(rollouts), "--out", str(page)]) == 0
+    assert textgym(["view", str(rollouts), "--out", str(page), "--tokenizer", args.tokenizer]) == 0
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,1800"):
