@@ -3,7 +3,8 @@ logged step, in headless Chromium, as ``docs/img/learned-<name>-chat.png`` (the 
 its tool results) and ``learned-<name>-tokens.png`` (the token view: policy tokens coloured, env
 tokens at mask 0).
 
-    python benchmarks/learned_shots.py runs/sudoku-moves --name sudoku-moves --env textgym/Sudoku-v0
+    python benchmarks/learned_shots.py runs/sudoku-moves --name sudoku-moves --min-turns 4
+    python benchmarks/learned_shots.py runs/code-tiny --name code --min-turns 2
 
 Needs chromium and chromium-driver (``.ci/system-deps.sh``) and selenium (the ``view`` extra).
 """
@@ -24,12 +25,13 @@ from textgym.cli import main as textgym
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
-def last_solved(run: Path, env: str | None) -> tuple[Path, int]:
-    """The newest rollouts file of ``run`` and the index of its first solved episode (of ``env``)."""
+def last_solved(run: Path, env: str | None, min_turns: int = 1) -> tuple[Path, int]:
+    """The newest rollouts file of ``run`` and the index of its first solved episode (of ``env``)
+    that took at least ``min_turns`` turns."""
     for path in sorted((run / "rollouts").glob("step_*.jsonl"), reverse=True):
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         for i, record in enumerate(records):
-            if record.get("success") and (env is None or record.get("env_id") == env):
+            if record.get("success") and record.get("turns", 0) >= min_turns and (env is None or record.get("env_id") == env):
                 return path, i
     raise SystemExit(f"no solved episode{f' of {env}' if env else ''} in {run / 'rollouts'}")
 
@@ -39,10 +41,11 @@ def main() -> None:
     parser.add_argument("run", type=Path, help="a textgym train output directory")
     parser.add_argument("--name", required=True, help="the screenshots' name: learned-<name>-*.png")
     parser.add_argument("--env", help="an env id of a mixture's run")
+    parser.add_argument("--min-turns", type=int, default=1, help="show an episode solved in at least this many turns")
     parser.add_argument("--out", type=Path, default=Path("docs/img"))
     parser.add_argument("--tokenizer", default="tiny", help="decodes the token view (a HF directory or 'tiny')")
     args = parser.parse_args()
-    rollouts, index = last_solved(args.run, args.env)
+    rollouts, index = last_solved(args.run, args.env, args.min_turns)
     page = Path(tempfile.mkdtemp()) / "view.html"
     assert textgym(["view", str(rollouts), "--out", str(page), "--tokenizer", args.tokenizer]) == 0
     options = webdriver.ChromeOptions()
