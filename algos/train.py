@@ -503,10 +503,11 @@ def resumable_checkpoint(out: Path) -> tuple[Path | None, int]:
 
 def claim_run_dir(out: Path) -> None:
     """Refuse an output directory that holds files but is not a textgym run (its ``config.json``
-    would be overwritten, its ``best/`` and ``checkpoints/`` replaced)."""
+    would be overwritten, its ``best/`` and ``checkpoints/`` replaced). One that holds only a
+    warm start (``sft/``, made by ``textgym sft --output-dir <run>/sft``) is the run's to continue."""
     if out.exists() and not out.is_dir():
         raise TextGymError(f"--output-dir {str(out)!r} is a file, not a directory")
-    if not out.is_dir() or not any(out.iterdir()):
+    if not out.is_dir() or {p.name for p in out.iterdir()} <= {"sft"}:
         return
     try:
         config = read_json(out / "config.json")

@@ -14,6 +14,7 @@ from textgym.algos import models
 from textgym.algos import train as train_module
 from textgym.algos.model_files import ModelFileError
 from textgym.cli import main
+from textgym.error import TextGymError
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +53,15 @@ def test_a_directory_that_is_not_a_run_is_refused_and_left_alone(capsys, tmp_pat
         "not empty and not a textgym run directory",
     )
     assert snapshot(mine) == before
+
+
+def test_a_directory_with_only_a_warm_start_is_the_runs_to_continue(tmp_path):
+    out = tmp_path / "run"
+    (out / "sft" / "final").mkdir(parents=True)
+    train_module.claim_run_dir(out)  # `textgym sft --output-dir run/sft` first, then `textgym train --output-dir run`
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(TextGymError, match="not a textgym run directory"):
+        train_module.claim_run_dir(out)
 
 
 def test_no_resume_removes_only_the_checkpoints_the_run_wrote(tmp_path):
