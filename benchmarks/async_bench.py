@@ -6,6 +6,7 @@ same number of sampled episodes), one after the other on the same machine; the w
 whole run's (``summary.json``'s minutes: evaluations included, which are the same in all three).
 
     .venv/bin/python benchmarks/async_bench.py --env textgym/Code-v0 --steps 6 --seeds 0
+    .venv/bin/python benchmarks/async_bench.py --preset code-tiny --warm-start runs/code-tiny/sft --steps 6
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,29 +23,24 @@ from pathlib import Path
 
 def run(env: str, k: int, seed: int, args: argparse.Namespace, workdir: Path) -> dict:
     out = workdir / f"{env.split('/')[-1]}-k{k}-s{seed}"
+    if args.preset:  # the preset's run, its warm start copied in (so only GRPO is timed)
+        shutil.copytree(args.warm_start, out / "sft")
+        setting = ["--preset", args.preset]
+    else:
+        setting = ["--env", env, "--model", args.model, "--sft-steps", "0", "--prompts-per-step", str(args.prompts)]
+        setting += ["--group-size", str(args.group_size), "--max-new-tokens", str(args.max_new_tokens)]
     command = [
         str(Path(sys.executable).parent / "textgym"),
         "train",
-        "--env",
-        env,
+        *setting,
         "--backend",
         args.backend,
-        "--model",
-        args.model,
         "--steps",
         str(args.steps),
-        "--prompts-per-step",
-        str(args.prompts),
-        "--group-size",
-        str(args.group_size),
-        "--max-new-tokens",
-        str(args.max_new_tokens),
         "--eval-every",
         str(args.steps),
         "--eval-episodes",
         str(args.eval_episodes),
-        "--sft-steps",
-        "0",
         "--seed",
         str(seed),
         "--max-off-policy-steps",
@@ -75,7 +72,9 @@ def run(env: str, k: int, seed: int, args: argparse.Namespace, workdir: Path) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--env", action="append", required=True)
+    parser.add_argument("--env", action="append", help="an env id (repeatable); or give --preset")
+    parser.add_argument("--preset", help="run this preset (its env, model and GRPO settings) instead")
+    parser.add_argument("--warm-start", help="with --preset: a finished `textgym sft` directory each run starts from")
     parser.add_argument("--env-kwargs", default=None)
     parser.add_argument("--backend", default="torch")
     parser.add_argument("--model", default="tiny")
@@ -88,8 +87,10 @@ def main() -> None:
     parser.add_argument("--ks", default="0,1,2")
     parser.add_argument("--out", default=None, help="append each result as a JSON line here")
     args = parser.parse_args()
+    if bool(args.preset) != bool(args.warm_start) or bool(args.preset) == bool(args.env):
+        parser.error("give --env, or --preset with --warm-start")
     with tempfile.TemporaryDirectory() as tmp:
-        for env in args.env:
+        for env in args.env or [args.preset]:
             for seed in map(int, args.seeds.split(",")):
                 for k in map(int, args.ks.split(",")):
                     result = run(env, k, seed, args, Path(tmp))
