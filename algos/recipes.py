@@ -318,7 +318,7 @@ def train_config(run: Mapping[str, Any], grpo: Mapping[str, Any] | None = None) 
         if "sft_oracle_kwargs" not in run:
             config = config.replace(sft_oracle_kwargs={env: p.sft_oracle_kwargs if p else None for env, p in own.items()})
     if grpo:
-        config = config.replace(grpo=dataclasses.replace(config.grpo, **grpo))
+        config = config.replace(grpo=dataclasses.replace(config.grpo, **_lora_in_place_of_freezing(grpo)))
     return config.resolved()
 
 
@@ -329,7 +329,16 @@ def sft_config(run: Mapping[str, Any]) -> SFTConfig:
     start = _start(run, SFTConfig)
     if start is None:
         return SFTConfig(**run).resolved()
-    return dataclasses.replace(start.sft_config(), **({"output_dir": None} | dict(run))).resolved()
+    return dataclasses.replace(start.sft_config(), **({"output_dir": None} | _lora_in_place_of_freezing(run))).resolved()
+
+
+def _lora_in_place_of_freezing(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` with ``trainable_layers`` unset when they ask for LoRA without naming it: the
+    adapters replace the preset's layer freezing (the two exclude each other)."""
+    fields = dict(fields)
+    if fields.get("lora_rank") and "trainable_layers" not in fields:
+        fields["trainable_layers"] = None
+    return fields
 
 
 def _one_or_many(run: Mapping[str, Any]) -> dict[str, Any]:

@@ -75,6 +75,17 @@ def test_a_preset_alone_names_its_env_and_model_and_equals_the_implicit_choice()
     assert cfg.grpo.total_steps == 14 and cfg.sft_lr == recipes.SUDOKU_TINY.sft_lr
 
 
+def test_lora_on_the_command_line_replaces_a_presets_layer_freezing(capsys):
+    # sudoku-smollm2 freezes all but the top 8 layers; --lora-rank trains adapters instead, in both commands.
+    for config in (train_args("--preset", "sudoku-smollm2", "--lora-rank", "16").grpo, sft_args("--preset", "sudoku-smollm2", "--lora-rank", "16")):
+        assert (config.lora_rank, config.trainable_layers) == (16, None)
+    assert train_args("--preset", "sudoku-smollm2").grpo.trainable_layers == 8
+    # Both named at once still exclude each other: one error line.
+    assert main(["train", "--preset", "sudoku-smollm2", "--lora-rank", "16", "--trainable-layers", "8", "--print-config"]) == 2
+    err = capsys.readouterr().err
+    assert "exclude each other" in err and len(err.strip().splitlines()) == 1
+
+
 def test_presets_are_valid_configs_that_name_themselves():
     for name, preset in recipes.PRESETS.items():
         assert isinstance(preset, TrainConfig) and preset.preset == name
