@@ -77,7 +77,10 @@ def test_a_preset_alone_names_its_env_and_model_and_equals_the_implicit_choice()
 
 def test_lora_on_the_command_line_replaces_a_presets_layer_freezing(capsys):
     # sudoku-smollm2 freezes all but the top 8 layers; --lora-rank trains adapters instead, in both commands.
-    for config in (train_args("--preset", "sudoku-smollm2", "--lora-rank", "16").grpo, sft_args("--preset", "sudoku-smollm2", "--lora-rank", "16")):
+    for config in (
+        train_args("--preset", "sudoku-smollm2", "--lora-rank", "16").grpo,
+        sft_args("--preset", "sudoku-smollm2", "--lora-rank", "16"),
+    ):
         assert (config.lora_rank, config.trainable_layers) == (16, None)
     assert train_args("--preset", "sudoku-smollm2").grpo.trainable_layers == 8
     # Both named at once still exclude each other: one error line.
