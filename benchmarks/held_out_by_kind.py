@@ -47,7 +47,15 @@ def success_by_kind(config: TrainConfig, model: Path, env: str, kind_of: dict[in
     policy = backends.load_backend(config.backend, config.threads).load_policy(model, sampler_dtype=config.grpo.sampler_dtype)
     tokenizer = models.load_tokenizer(model)
     template = token_envs.chat_template(config.chat_template, config.model)
-    venv = token_envs.token_venv(env, config.kwargs_of(env), tokenizer, template, min(config.num_envs, len(kind_of)))
+    venv = token_envs.token_venv(
+        env,
+        config.kwargs_of(env),
+        tokenizer,
+        template,
+        min(config.num_envs, len(kind_of)),
+        config.vectorization_mode,
+        config.on_template_break,
+    )
     actor = TreeSampler(
         policy,
         SeedTree(config.grpo.seed),
