@@ -6,11 +6,14 @@ import functools
 import json
 import sqlite3
 import threading
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from textgym.env import Outcome, TextEnv, tool_messages
-from textgym.envs.workplace.lookups import lookup_calls
+from textgym.envs.workplace.lookups import guessed, lookup_calls
 from textgym.envs.workplace.schema import system_prompt
 from textgym.envs.workplace.tasks import generate, ground_truth_calls, select_templates, task_from_dict
 from textgym.envs.workplace.tools import WorkplaceTools
@@ -213,7 +216,7 @@ class WorkplaceEnv(TextEnv):
             reason = f"the database failed during verification ({type(exc).__name__}: {exc})"
             return False, {"success": False, "reason": reason, "side_effect": False, "noop": False, "diff": {}, "env_error": reason}
 
-    def oracle_action(self, *, lookup: bool = False) -> str | dict:
+    def oracle_action(self, *, lookup: bool = False, noise: float = 0.0) -> str | dict:
         """All ground-truth calls in one turn, then a final message that ends the episode.
 
         ``lookup=True`` first looks up what the calls need, as an agent without the answer must:
@@ -221,6 +224,10 @@ class WorkplaceEnv(TextEnv):
         and a directory search for each colleague's address (by the part of their name the
         request uses); then the ground-truth calls, then the final message. Ids and addresses
         this cannot look up are left to the ground-truth turn.
+
+        ``noise=p`` makes a noisy demonstrator: each argument that takes one of a closed set of
+        values (a task list or board, a customer status or product) is a uniform guess from its
+        set with probability ``p``, drawn from the task, so a task always gets the same calls.
         """
         if self.task is None:
             raise ResetNeeded("call reset() before oracle_action()")
@@ -228,7 +235,11 @@ class WorkplaceEnv(TextEnv):
             lookups = lookup_calls(self.world, self._answer, self.task.data["query"]) if lookup and self.turn == 0 else []
             calls = [
                 {"type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
-                for c in lookups or self._answer
+                for c in lookups or (guessed(self._answer, noise, self._task_rng()) if noise > 0 else self._answer)
             ]
             return {"role": "assistant", "content": "", "tool_calls": calls}
         return "Done: the request has been handled."
+
+    def _task_rng(self) -> np.random.Generator:
+        """A generator seeded by the task alone (its id), so a noisy demonstrator's guesses are a function of the task."""
+        return np.random.default_rng(zlib.crc32(self.task.id.encode()))

@@ -1,9 +1,11 @@
-"""The read-only calls an agent needs before a task's ground-truth calls: the lookup demonstrator.
+"""What the demonstrators add to a task's ground-truth calls: the lookups before them, and guesses.
 
 The ground truth names rows by id and colleagues by address, which a request never gives: an
 agent finds a task or a customer by the name the request quotes and a colleague's address in the
 directory. Demonstrations that make those calls first teach a model episodes of two tool-calling
-turns in which the second copies what the first returned.
+turns in which the second copies what the first returned. Demonstrations whose choices (a list,
+a board, a status, a product) are sometimes guessed teach the calls but not which choice a
+request asks for, and leave that for reinforcement learning to learn from the verifier.
 """
 
 from __future__ import annotations
@@ -11,8 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from textgym.envs.workplace import schema as S
 from textgym.envs.workplace.world import World
+
+CHOICES: tuple[tuple[str, ...], ...] = (S.LIST_NAMES, S.BOARDS, S.STATUSES, S.PRODUCTS)
+"""The closed sets a ground-truth argument can take its value from (what :func:`guessed` guesses)."""
 
 # id argument -> (table, its name column, the search tool, the search's name argument)
 _SEARCHES = {
@@ -53,3 +60,22 @@ def _said(name: str, query: str) -> str:
     if name in query:
         return name
     return next((word for word in name.split() if word in query), name)
+
+
+def guessed(answer: Sequence[dict[str, Any]], noise: float, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """``answer`` with each argument whose value belongs to one of :data:`CHOICES` replaced, with
+    probability ``noise``, by a member of that set drawn uniformly (the right one included).
+
+    Example:
+        >>> call = {"name": "project_management_update_task", "arguments": {"task_id": "00000007", "field": "list_name", "new_value": "Backlog"}}
+        >>> guessed([call], 1.0, np.random.default_rng(0))[0]["arguments"]["new_value"] in S.LIST_NAMES
+        True
+    """
+
+    def guess(value: Any) -> Any:
+        choices = next((c for c in CHOICES if value in c), None) if isinstance(value, str) else None
+        if choices is None or rng.random() >= noise:
+            return value
+        return choices[int(rng.integers(len(choices)))]
+
+    return [{**call, "arguments": {key: guess(value) for key, value in call["arguments"].items()}} for call in answer]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from textgym.envs.workplace import WorkplaceEnv
+from textgym.envs.workplace import WorkplaceEnv, lookups
 from textgym.envs.workplace.facts import facts
 from textgym.envs.workplace.tasks import CATEGORIES, TEMPLATES, instantiate
 from textgym.envs.workplace.tools import TOOL_NAMES
@@ -292,6 +292,26 @@ def test_lookup_oracle_searches_for_what_the_request_says():
         for call in env.oracle_action(lookup=True)["tool_calls"]:
             args = json.loads(call["function"]["arguments"])
             assert all(value in query for value in args.values()), (query, args)  # copied from the request
+
+
+def test_noisy_oracle_guesses_only_closed_choices_and_is_a_function_of_the_task():
+    env = WorkplaceEnv(templates=["move_task", "update_status", "change_interest", "delete_task"], max_turns=2)
+    guesses, solved = 0, {"delete_task": [], "choice": []}
+    for seed in range(60):
+        env.reset(seed=seed)
+        clean = [json.loads(c["function"]["arguments"]) for c in env.oracle_action()["tool_calls"]]
+        noisy = [json.loads(c["function"]["arguments"]) for c in env.oracle_action(noise=1.0)["tool_calls"]]
+        assert env.oracle_action(noise=1.0) == env.oracle_action(noise=1.0)  # the same task, the same guesses
+        assert env.oracle_action(noise=0.0) == env.oracle_action()
+        for a, b in zip(clean, noisy, strict=True):
+            assert a.keys() == b.keys()
+            for key in (k for k in a if a[k] != b[k]):  # only a value of a closed set, guessed from its own set
+                guesses += 1
+                assert any(a[key] in c and b[key] in c for c in lookups.CHOICES), (key, a[key], b[key])
+        kind = "delete_task" if env.task.metadata["template"] == "delete_task" else "choice"
+        solved[kind].append(run(env, lambda e: e.oracle_action(lookup=True, noise=1.0), seed=seed)[1]["success"])
+    assert guesses > 10
+    assert all(solved["delete_task"]) and 0 < np.mean(solved["choice"]) < 0.5  # a guess is right about one time in four
 
 
 def test_templates_filter_draws_only_the_named_templates():
