@@ -166,39 +166,6 @@ SUDOKU_MOVES_TINY = TrainConfig(
     ),
 )
 
-# Sudoku by moves with SmolLM2-135M-Instruct: sudoku-smollm2's recipe (demonstrations whose digits are
-# guesses, so that GRPO learns the rule from the verifier) on sudoku-moves-tiny's task. See
-# docs/benchmarks.md ("Sudoku by moves with SmolLM2-135M") for the runs behind these numbers.
-SUDOKU_MOVES_SMOLLM2 = TrainConfig(
-    preset="sudoku-moves-smollm2",
-    env="textgym/Sudoku-v0",
-    model=SMOLLM2,
-    # Five turns for three blanks: two refused guesses are spared, so a warm start that guesses its
-    # digits solves some puzzles (a group with a success to learn from) and one that knows the rule
-    # solves all of them.
-    env_kwargs={"size": 4, "blanks": 3, "max_turns": 5, "board": "compact"},
-    chat_template="compact",
-    sft_env_kwargs={"size": 4, "blanks": 3, "max_turns": 4, "board": "compact"},
-    sft_oracle_kwargs={"place": 1, "noise": 1.0},
-    steps=20,
-    prompts_per_step=4,
-    sft_steps=48,
-    sft_demos=768,
-    sft_lr=1e-3,
-    sft_batch_size=8,
-    eval_every=10,
-    # Scored as sampled, at the training temperature: greedy play may repeat a refused guess.
-    eval_temperature=1.0,
-    threads=1,
-    grpo=dataclasses.replace(
-        SUDOKU_SMOLLM2.grpo,
-        loss_aggregation="seq-mean-token-mean",
-        max_new_tokens=48,
-        max_length=640,
-        micro_batch_size=8,
-    ),
-)
-
 # Code-v0 with two attempts and the failing-test feedback in between, on the four generated families
 # whose statement names one number and whose reference is one line (episodes of 200-700 byte
 # tokens). Short of its +15-point goal: the warm start solves 43.8% of the held-out tasks and 30
@@ -315,7 +282,7 @@ MIXTURE_TINY = TrainConfig(
 )
 
 PRESETS: dict[str, TrainConfig] = {
-    p.preset: p for p in (SUDOKU_TINY, SUDOKU_SMOLLM2, SUDOKU_MOVES_TINY, SUDOKU_MOVES_SMOLLM2, CODE_TINY, WORKPLACE_TINY, MIXTURE_TINY)
+    p.preset: p for p in (SUDOKU_TINY, SUDOKU_SMOLLM2, SUDOKU_MOVES_TINY, CODE_TINY, WORKPLACE_TINY, MIXTURE_TINY)
 }
 """Every preset by name."""
 
