@@ -21,7 +21,7 @@ def plot_curve(records: Sequence[Mapping[str, Any]], path: str | os.PathLike, ti
 
     train = [r for r in records if "train/reward" in r]
     evals = [r for r in records if "eval/success" in r]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(9, 4))
     if train:
         ax.plot([r["step"] for r in train], [r["train/reward"] for r in train], label="train reward (mean of rollouts)", alpha=0.6)
     if evals:
@@ -31,7 +31,7 @@ def plot_curve(records: Sequence[Mapping[str, Any]], path: str | os.PathLike, ti
     ax.set_xlabel("GRPO step")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")  # beside the axes: it never hides a curve
     ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
