@@ -191,6 +191,8 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
         episode_advantages[kept] = group_advantages(
             episode_rewards[kept], dense.astype(np.int64), config.advantage_scaling, config.advantage_eps
         )
+        below = episode_advantages < 0
+        episode_advantages[below] *= config.negative_advantage_scale
     owner = np.array([i for i, _, _ in samples], dtype=np.int64)
     rewards = np.zeros(rows, dtype=np.float32)
     rewards[:n] = episode_rewards[owner]

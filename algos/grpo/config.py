@@ -86,6 +86,12 @@ class GRPOConfig:
         1e-6,
         "Added to the std before dividing.",
     )
+    negative_advantage_scale: float = option(
+        1.0,
+        "Multiplies the advantages below 0. ``0`` trains only on the episodes that beat their group's "
+        "mean (positive sample reinforcement, Zhu et al., 2025): a failed multi-turn episode then no "
+        "longer pushes down its later turns that were right for what its earlier turns got back.",
+    )
     num_iterations: int = option(
         1,
         "Policy updates per batch (GRPO's mu). Ratios use the sampler's logprobs as ``old_logp`` (the"
@@ -240,7 +246,7 @@ class GRPOConfig:
         for name in ("group_size", "num_iterations", "micro_batch_size", "max_length", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("clip_eps_low", "clip_eps_high", "kl_beta", "lr", "weight_decay", "max_grad_norm"):
+        for name in ("clip_eps_low", "clip_eps_high", "kl_beta", "lr", "weight_decay", "max_grad_norm", "negative_advantage_scale"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not 0 <= self.clip_eps_low < 1:

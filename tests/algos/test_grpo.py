@@ -100,6 +100,17 @@ def test_batch_and_none_scaling():
     np.testing.assert_allclose(group_advantages(rewards, groups, "batch", eps=0.0), np.array([1, -1, 0, 0]) / rewards.std(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("scale", [0.0, 0.25, 1.0])
+def test_negative_advantage_scale_shrinks_only_the_below_average_episodes(scale):
+    rollouts = [rollout([1, 2, 3], [0, 1, 1], reward, [0.0, -1.0, -1.0], group=0) for reward in (1.0, 1.0, 0.0, 0.0)]
+    full = pack(rollouts, GRPOConfig(group_size=4), pad_id=0).advantages[:4]  # rows past 4 pad the bucket
+    scaled = pack(rollouts, GRPOConfig(group_size=4, negative_advantage_scale=scale), pad_id=0).advantages[:4]
+    np.testing.assert_allclose(full, [1, 1, -1, -1], atol=1e-5)
+    np.testing.assert_allclose(scaled, np.where(full < 0, scale * full, full))
+    with pytest.raises(ValueError, match="negative_advantage_scale"):
+        GRPOConfig(negative_advantage_scale=-1.0)
+
+
 def test_group_ids_from_records_or_consecutive_chunks():
     np.testing.assert_array_equal(group_ids([None] * 6, 3), [0, 0, 0, 1, 1, 1])
     np.testing.assert_array_equal(group_ids([7, 3, 7, 3], 2), [1, 0, 1, 0])
