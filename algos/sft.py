@@ -24,7 +24,7 @@ from textgym.algos.fields import to_json
 from textgym.algos.grpo import Batch, GRPOConfig, SeedTree, pack, policy_prefix
 from textgym.algos.grpo.lora import MERGED
 from textgym.algos.metrics import MetricsLog, progress_bar
-from textgym.algos.token_envs import chat_template, token_venv
+from textgym.algos.token_envs import chat_template, keep_chat_template, token_venv
 from textgym.arguments import check_env_ids
 from textgym.rollout import Rollout
 
@@ -172,5 +172,6 @@ def sft(config: SFTConfig) -> Path:
             bar.update(advance=1)
     learner.export(final)  # every rank calls it; rank 0 writes
     if writer:
+        keep_chat_template(final, template)
         (out / "sft_config.json").write_text(to_json(config), encoding="utf-8")
     return result

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -22,6 +24,15 @@ def chat_template(kind: str, model: str) -> str | None:
     if kind == "compact" or (kind == "auto" and str(model) == tiny.NAME):
         return tiny.compact_chat_template()
     return None
+
+
+def keep_chat_template(directory: str | os.PathLike, template: str | None) -> None:
+    """Make ``template`` the chat template of a model directory a run wrote (``chat_template.jinja``,
+    which transformers prefers to any template in ``tokenizer_config.json``), so that what loads it
+    later (``textgym eval --policy model:DIR``, ``--model DIR``) renders turns as the run trained on
+    them. None, the model's own template, leaves the directory as it is."""
+    if template is not None:
+        (Path(directory) / "chat_template.jinja").write_text(template, encoding="utf-8")
 
 
 def token_venv(

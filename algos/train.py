@@ -151,7 +151,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
     ahead = None  # the background sampler of asynchronous GRPO (max_off_policy_steps > 0)
     try:
         if step == 0:
-            log.write(keep_best(learner, out, {"step": 0} | evaluate(0), log.records))
+            log.write(keep_best(learner, out, {"step": 0} | evaluate(0), log.records, template))
         stop = config.steps if config.stop_after is None else min(config.steps, step + config.stop_after)
         saved = step
         ahead = async_rollouts.start(
@@ -165,15 +165,15 @@ def train(config: TrainConfig) -> dict[str, Any]:
                     if ahead:
                         ahead.publish(step, policy)
                     if step % config.eval_every == 0 or step == config.steps:
-                        record = keep_best(learner, out, record | evaluate(step), log.records)
+                        record = keep_best(learner, out, record | evaluate(step), log.records, template)
                     log.write(record)
                     if step % config.save_every == 0 or step == stop:
-                        save_checkpoint(learner, out, step)
+                        save_checkpoint(learner, out, step, template)
                         saved = step
                     bar.update(advance=1, info=_summary_line(record))
             except KeyboardInterrupt:
                 if step > saved:  # nothing lost: the last finished step is kept
-                    save_checkpoint(learner, out, step)
+                    save_checkpoint(learner, out, step, template)
                 raise
     finally:
         if ahead is not None:
@@ -184,6 +184,7 @@ def train(config: TrainConfig) -> dict[str, Any]:
     summary = _summary(config, out, log.records, step, time.perf_counter() - started)
     if step >= config.steps:
         learner.export(out / "final")
+        distributed.writer_only(lambda: token_envs.keep_chat_template(out / "final", template))
         summary["final"] = str(out / "final")
     if writer:
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -203,8 +204,11 @@ def _env_source(config: TrainConfig, env: str) -> tuple[str, dict[str, Any]]:
     return env, config.kwargs_of(env)
 
 
-def keep_best(learner: Any, out: Path, record: dict[str, Any], earlier: list[dict[str, Any]]) -> dict[str, Any]:
-    """Export the model to ``best/`` when ``record``'s held-out success beats every earlier one.
+def keep_best(
+    learner: Any, out: Path, record: dict[str, Any], earlier: list[dict[str, Any]], template: str | None = None
+) -> dict[str, Any]:
+    """Export the model (with the run's chat ``template``) to ``best/`` when ``record``'s held-out
+    success beats every earlier one.
 
     The first best wins ties, so ``best/`` is the earliest model with the run's top score;
     ``summary.json`` names its step.
@@ -215,6 +219,7 @@ def keep_best(learner: Any, out: Path, record: dict[str, Any], earlier: list[dic
         distributed.writer_only(lambda: shutil.rmtree(tmp, ignore_errors=True))
         learner.export(tmp)  # every rank calls it; rank 0 writes
         if distributed.is_writer():
+            token_envs.keep_chat_template(tmp, template)
             shutil.rmtree(out / BEST, ignore_errors=True)
             os.replace(tmp, out / BEST)
     return record
@@ -425,8 +430,9 @@ def sft_warm_start(config: TrainConfig) -> Path:
     return sft(config.sft_config())
 
 
-def save_checkpoint(learner: Any, out: Path, step: int) -> Path:
-    """Write ``checkpoints/step_XXXXXX`` atomically (a temporary directory, then a rename).
+def save_checkpoint(learner: Any, out: Path, step: int, template: str | None = None) -> Path:
+    """Write ``checkpoints/step_XXXXXX`` (with the run's chat ``template``) atomically (a temporary
+    directory, then a rename).
 
     A run killed while saving leaves only a ``.tmp`` directory, which resumption ignores. The
     oldest checkpoints beyond the last ``KEEP_CHECKPOINTS`` are removed.
@@ -437,6 +443,7 @@ def save_checkpoint(learner: Any, out: Path, step: int) -> Path:
     distributed.writer_only(lambda: shutil.rmtree(tmp, ignore_errors=True))
     learner.save(tmp)  # every rank calls it; rank 0 writes
     if distributed.is_writer():
+        token_envs.keep_chat_template(tmp, template)
         state = {"step": step, "world_size": distributed.world_size()}
         (tmp / RUN_STATE).write_text(json.dumps(state) + "\n", encoding="utf-8")
         shutil.rmtree(final, ignore_errors=True)

@@ -145,6 +145,12 @@ def test_training_changes_every_parameter_and_writes_its_outputs(model_dir, tmp_
     assert summary["steps"] == 2 and summary["before"]["step"] == 0 and summary["after"]["step"] == 2
     assert json.loads((tmp_path / "run" / "summary.json").read_text()) == summary
     assert (tmp_path / "run" / "curve.png").stat().st_size > 0
+    from textgym.algos.models import load_tokenizer
+
+    # every model directory the run wrote renders turns as it trained on them (not the start model's template)
+    assert load_tokenizer(model_dir).chat_template != tiny.compact_chat_template()
+    for written in ("final", "best", "checkpoints/step_000002"):
+        assert load_tokenizer(tmp_path / "run" / written).chat_template == tiny.compact_chat_template(), written
     for r in records[1:]:  # why episodes ended: fractions of every reason, summing to one
         ends = {k: v for k, v in r.items() if k.startswith("train/end/")}
         assert set(ends) == {f"train/end/{x}" for x in ("success", "failure", "max_turns", "length", "env_error")}
@@ -241,7 +247,9 @@ def test_sft_learns_the_oracle_and_train_starts_from_it(model_dir, tmp_path, bac
 
     policy = load_backend(backend).load_policy(final)
 
-    venv = token_venv(ENV_ID, {}, load_tokenizer(final), tiny.compact_chat_template(), 4)
+    tokenizer = load_tokenizer(final)
+    assert tokenizer.chat_template == tiny.compact_chat_template()  # the template it was trained with
+    venv = token_venv(ENV_ID, {}, tokenizer, None, 4)  # None: the directory's own template
     result = evaluate(policy, venv, range(4), max_new_tokens=3, temperature=0.0, seed=0)
     assert result["eval/success"] == 1.0  # greedy now answers like the oracle
 
