@@ -2,7 +2,8 @@
 
 Episodes are the envs' oracle episodes as token trajectories (``TokenObservation`` with the
 model's tokenizer and template; Sudoku by moves: one ``place`` call a turn, the board fed back,
-``--blanks`` turns; Workplace-v0: its tool-calling turns). They are replayed through the
+``--blanks`` turns; Workplace-v0: the ``workplace-tiny`` preset's tasks and its lookup
+demonstrator, a search and then a change that needs the search's result, two turns). They are replayed through the
 sampler turn by turn, every live episode of a turn in one ``generate`` call, each turn's prompt
 the trajectory up to that turn's action, generating as many tokens as the oracle's action (EOS
 off) so the decode work is the episode's. With JAX each mode first replays the episodes once to
@@ -37,9 +38,12 @@ from typing import Any
 
 import numpy as np
 
+from textgym.algos.recipes import WORKPLACE_TINY
+
 ENVS = {
     "sudoku-moves": ("textgym/Sudoku-v0", {"size": 4, "blanks": 6}, {"place": 1}),
-    "workplace": ("textgym/Workplace-v0", {}, {}),
+    # The plain oracle sends every call in one turn, which leaves a cache nothing to reuse.
+    "workplace": ("textgym/Workplace-v0", WORKPLACE_TINY.env_kwargs, WORKPLACE_TINY.sft_oracle_kwargs),
 }
 
 
