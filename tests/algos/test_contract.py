@@ -21,6 +21,7 @@ from tests.algos.tiny_batches import SMALL, rollouts
 from textgym.algos import jax as jax_backend
 from textgym.algos import torch as torch_backend
 from textgym.algos.backends import contract
+from textgym.algos.config import OptimizerConfig, SFTConfig
 from textgym.algos.config.mesh import parse_mesh
 from textgym.algos.grpo import GRPOConfig, grpo_loss, pack, rollout_correction
 from textgym.algos.models import tiny
@@ -203,3 +204,21 @@ def test_the_mesh_is_reachable_from_the_config(model_dir):
         backends.make_learner(torch_backend, torch_backend.load_model(model_dir), GRPOConfig(), "data=1")
     with pytest.raises(ValueError, match="expected a mesh"):
         parse_mesh("data=2,model=4")
+
+
+def test_both_backends_follow_the_one_learning_rate_schedule():
+    optimizer = OptimizerConfig(lr=1e-3, lr_schedule="cosine", warmup_steps=3, total_steps=10)
+    want = [optimizer.learning_rate(step) for step in range(14)]
+    assert [torch_backend.make_schedule(optimizer)(step) for step in range(14)] == want
+    np.testing.assert_allclose([float(jax_backend.make_schedule(optimizer)(step)) for step in range(14)], want, rtol=1e-6)
+    warm_start = SFTConfig(env="textgym/Sudoku-v0", steps=20, lr=1e-4).optimizer
+    assert (warm_start.lr, warm_start.lr_schedule, warm_start.warmup_steps, warm_start.total_steps) == (1e-4, "cosine", 2, 20)
+
+
+def test_model_policy_load_is_the_backends_loader_under_its_old_name(monkeypatch):
+    from textgym.algos import backends
+    from textgym.policies import ModelPolicy
+
+    monkeypatch.setattr(backends, "load_model_policy", lambda model, **kwargs: (model, kwargs))
+    with pytest.warns(DeprecationWarning, match="load_model_policy"):
+        assert ModelPolicy.load("tiny", backend="jax") == ("tiny", {"backend": "jax"})
