@@ -18,6 +18,10 @@ import re
 
 from textgym.registration import ENVS, EnvEntry
 
+# The sections every card has, in this order (an env may add its own between them), after
+# Gymnasium's env docstrings adapted to text.
+TEMPLATE = ("Observation", "Actions", "Tools", "Reward", "Episode end", "Tasks", "Arguments", "Version history")
+
 
 def card_name(entry: EnvEntry) -> str:
     """The card's file name: the env's package, ``sudoku.md`` for ``textgym.envs.sudoku:SudokuEnv``."""

@@ -58,7 +58,7 @@ class CodeEnv(TextEnv):
     ## Observation
 
     The whole conversation as a tuple of read-only chat messages. Reset gives a **system** message
-    (answer with the complete program in one ```python block; standard library only, no network)
+    (answer with the complete program in one `` ```python `` block; standard library only, no network)
     and a **user** message with the task:
 
     - function tasks: the statement naming the function and its arguments;
@@ -75,33 +75,38 @@ class CodeEnv(TextEnv):
     The message ends with how many attempts are left. A program that does not load gets its load
     error instead.
 
-    ## Action
+    ## Actions
 
     The assistant's message (text, or an OpenAI assistant message dict). The code is its **last
-    ```python block** (found with `textgym.parsing.extract_code`; ```py and unlabelled fences also
-    count), or the **whole message** when it has no fence. For HumanEval tasks the prompt is put
-    before the code, so both a full function and only its body work. MBPP's `test_setup_code` is put
-    before the code too.
+    `` ```python `` block** (found with `textgym.parsing.extract_code`; `` ```py `` and unlabelled
+    fences also count), or the **whole message** when it has no fence. For HumanEval tasks the
+    prompt is put before the code, so both a full function and only its body work. MBPP's
+    `test_setup_code` is put before the code too.
 
-    Code-v0 has **no tools**, so `<tool_call>` and `</tool_call>` in a text action are just text: a
-    program whose string literal, comment or surrounding prose mentions the tag is graded like any
-    other, and a reply that is only a (broken or complete) `<tool_call>` block has no fence, so it is
-    graded as the whole message and gets its load error (`SyntaxError`) as feedback. A dict action
-    with `tool_calls` is not a submission: each call is answered with a `tool` message saying the
-    env has no tools, `info["error"]` says so, the turn counts and no attempt is used.
+    ## Tools
 
-    ## Reward and episode end
+    None, so `<tool_call>` and `</tool_call>` in a text action are just text: a program whose string
+    literal, comment or surrounding prose mentions the tag is graded like any other, and a reply that
+    is only a (broken or complete) `<tool_call>` block has no fence, so it is graded as the whole
+    message and gets its load error (`SyntaxError`) as feedback. A dict action with `tool_calls` is
+    not a submission: each call is answered with a `tool` message saying the env has no tools,
+    `info["error"]` says so, the turn counts and no attempt is used.
+
+    ## Reward
 
     - `reward="binary"` (default): 1.0 when every test of the task passes, else 0.0.
       `reward="fraction"`: the fraction of tests the final submission passed. The reward is given at
       the end, 0.0 before.
-    - **terminated**: all tests passed, or `max_attempts` (default 3) submissions were made.
-      **truncated**: `max_turns` (default `max_attempts`) ran out first. A malformed turn, such as an
-      over-long action, counts a turn.
     - `info["verification"]` after every submission: `passed`, `total`, `all_passed`, `load_error`
       and `tests`, one entry per test with `index`, `kind` (`call`, `stdio`, `check`), `passed`,
       `input`, `expected`, `got`, `error` and `timeout`, and `sandbox_error` (None unless the sandbox
       itself failed). `info["success"]` is set at the end.
+
+    ## Episode end
+
+    - **terminated**: all tests passed, or `max_attempts` (default 3) submissions were made.
+      **truncated**: `max_turns` (default `max_attempts`) ran out first. A malformed turn, such as an
+      over-long action, counts a turn.
     - `info["end_reason"]` on the last step: `success`, `failure` (the last submission failed),
       `max_turns`, `length` (the last action was cut at `max_action_chars`) or `env_error`: the
       sandbox's worker stopped during a submission even after the pool's retry on a fresh one (an

@@ -101,15 +101,31 @@ class SudokuEnv(TextEnv):
 
     The assistant turn as text or an OpenAI assistant message dict with `tool_calls`.
 
-    **Moves**: the tool `place(row: int, col: int, digit: int)`, rows and columns 1-indexed from the
-    top left, written as
+    **Moves**: `place` tool calls (see Tools), any number per turn, applied in order.
+
+    **One-shot answer**: `<answer>` followed by the full grid, one row per line (closing
+    `</answer>` optional). Spaces, `|`, `-` and `+` are ignored, so the board as shown, filled in,
+    is a valid answer; a single line of N*N digits is accepted too. An answer of the right shape
+    ends the episode at any turn; it scores 1.0 only if every cell is a digit 1..N, every given is
+    kept and no row, column or box repeats a digit (for a unique puzzle: it is the solution). Text
+    after `<answer>` that is not an N x N grid is a format error: reported in `info["error"]`,
+    the board is unchanged and the episode continues.
+
+    A turn with neither a tool call nor an answer, and any malformed turn (bad JSON, unknown tool,
+    binary garbage, a huge string), is answered with an error message, counts as a turn and
+    changes nothing.
+
+    ## Tools
+
+    One tool, `place(row: int, col: int, digit: int)`, rows and columns 1-indexed from the top left,
+    written as
 
     ```
     <tool_call>{"name": "place", "arguments": {"row": 1, "col": 3, "digit": 4}}</tool_call>
     ```
 
-    Any number of calls per turn, applied in order. A move is rejected, with the reason in its tool
-    message and in `info["error"]`, and the board is left as it was, when:
+    A move is rejected, with the reason in its tool message and in `info["error"]`, and the board
+    is left as it was, when:
 
     | problem | message (example) |
     |---|---|
@@ -125,18 +141,6 @@ class SudokuEnv(TextEnv):
     mistake can be corrected; givens never change. There is no erase move: if two wrong digits
     block each other, answer the grid instead. Since every accepted placement is conflict-free, a
     full board is a solved board: filling the last blank ends the episode with success.
-
-    **One-shot answer**: `<answer>` followed by the full grid, one row per line (closing
-    `</answer>` optional). Spaces, `|`, `-` and `+` are ignored, so the board as shown, filled in,
-    is a valid answer; a single line of N*N digits is accepted too. An answer of the right shape
-    ends the episode at any turn; it scores 1.0 only if every cell is a digit 1..N, every given is
-    kept and no row, column or box repeats a digit (for a unique puzzle: it is the solution). Text
-    after `<answer>` that is not an N x N grid is a format error: reported in `info["error"]`,
-    the board is unchanged and the episode continues.
-
-    A turn with neither a tool call nor an answer, and any malformed turn (bad JSON, unknown tool,
-    binary garbage, a huge string), is answered with an error message, counts as a turn and
-    changes nothing.
 
     ## Reward
 
@@ -157,21 +161,7 @@ class SudokuEnv(TextEnv):
       episode (16, 36 or 81): one turn per cell, i.e. one for every blank plus a spare turn for
       every given.
 
-    ## Arguments
-
-    | argument | default | meaning |
-    |---|---|---|
-    | `size` | `9` | 4, 6 or 9 for generated puzzles (a pinned puzzle brings its own size) |
-    | `difficulty` | `"medium"` | blank cells: 4x4 easy/medium/hard 6/8/10; 6x6 14/18/22; 9x9 36/46/54 |
-    | `blanks` | `None` | exact number of blanks, overrides `difficulty`; 1..11 (4x4), 1..24 (6x6), 1..56 (9x9) |
-    | `reward` | `"binary"` | `"binary"` or `"dense"` |
-    | `max_turns` | `None` | N*N, see above |
-    | `tasks` | `None` | a JSONL path or a list of task dicts to draw from instead of the generator |
-    | `max_action_chars` | `32768` | longer actions are cut and reported |
-    | `render_mode` | `None` | `"ansi"`: `env.render()` returns a status line and the board |
-    | `board` | `"drawn"` | `"compact"` shows the board as digits and `.` only, one row per line (`1.23`): 19 characters at 4x4 instead of 97, for small models whose cost is the context; moves, rules and verdicts are the same |
-
-    ## Tasks and options
+    ## Tasks
 
     - `reset(seed=s)`: a generated puzzle, the same for the same seed in any process. All
       randomness comes from the env's generator; a random complete grid is built by a bitmask
@@ -191,6 +181,20 @@ class SudokuEnv(TextEnv):
       "metadata": {"size": 9, "blanks": 46, "difficulty": "medium", "unique": true}}`. Both this
       dict and the `{"puzzle": ...}` dict work in `options={"task": ...}` and as JSONL rows for
       `tasks=`; `options={"task_index": i}` picks row `i`.
+
+    ## Arguments
+
+    | argument | default | meaning |
+    |---|---|---|
+    | `size` | `9` | 4, 6 or 9 for generated puzzles (a pinned puzzle brings its own size) |
+    | `difficulty` | `"medium"` | blank cells: 4x4 easy/medium/hard 6/8/10; 6x6 14/18/22; 9x9 36/46/54 |
+    | `blanks` | `None` | exact number of blanks, overrides `difficulty`; 1..11 (4x4), 1..24 (6x6), 1..56 (9x9) |
+    | `reward` | `"binary"` | `"binary"` or `"dense"` |
+    | `max_turns` | `None` | N*N, see above |
+    | `tasks` | `None` | a JSONL path or a list of task dicts to draw from instead of the generator |
+    | `max_action_chars` | `32768` | longer actions are cut and reported |
+    | `render_mode` | `None` | `"ansi"`: `env.render()` returns a status line and the board |
+    | `board` | `"drawn"` | `"compact"` shows the board as digits and `.` only, one row per line (`1.23`): 19 characters at 4x4 instead of 97, for small models whose cost is the context; moves, rules and verdicts are the same |
 
     ## Oracle
 

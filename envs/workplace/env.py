@@ -60,19 +60,20 @@ class WorkplaceEnv(TextEnv):
     textgym eval textgym/Workplace-v0 --policy oracle --policy random --episodes 200   # success by category
     ```
 
-    ## Prompt and actions
+    ## Observation
 
-    - **Observation**: the whole conversation as a tuple of read-only chat messages. It opens with
-      a system message (who the user is, *today is Thursday 2023-11-30, 09:00*, working hours
-      09:00 to 18:00) and the user's request.
-    - **Action**: text with one or more
-      `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks, or an OpenAI assistant
-      message dict with `tool_calls`. The calls of a turn run in order, and each one returns a
-      `tool` message with JSON text. **A turn without tool calls is the final answer and ends the
-      episode.** A malformed turn (bad JSON, unknown tool, wrong argument types) is answered with an
-      error message, counts as a turn and changes nothing.
-    - `info` on reset: `task_id`, `turn`, `error`, `tools` (the 27 OpenAI schemas), `category`,
-      `difficulty`. At the end it also holds `success` and `verification`.
+    The whole conversation as a tuple of read-only chat messages. It opens with a system message
+    (who the user is, *today is Thursday 2023-11-30, 09:00*, working hours 09:00 to 18:00) and the
+    user's request. `info` on reset: `task_id`, `turn`, `error`, `tools` (the 27 OpenAI schemas),
+    `category`, `difficulty`. At the end it also holds `success` and `verification`.
+
+    ## Actions
+
+    Text with one or more `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks, or an
+    OpenAI assistant message dict with `tool_calls`. The calls of a turn run in order, and each one
+    returns a `tool` message with JSON text. **A turn without tool calls is the final answer and ends
+    the episode.** A malformed turn (bad JSON, unknown tool, wrong argument types) is answered with
+    an error message, counts as a turn and changes nothing.
 
     ## Tools
 
@@ -136,6 +137,45 @@ class WorkplaceEnv(TextEnv):
       `customer_relationship_manager_data.csv` and `email_addresses.csv`. A missing table is
       empty. Numeric ids are padded to 8 digits.
 
+    ## Reward
+
+    The reward is binary and comes at the end of the episode. It is 1.0 when the final state of the
+    session equals the state that the ground-truth calls produce on a fresh copy of the world. The
+    comparison is the same when the episode is truncated, because the state is what counts.
+
+    - Rows are compared **as multisets, without the system-assigned id column**. Neither call order
+      nor the ids that creation assigned matter.
+    - Values are **normalised** before the comparison: free text ignores case and runs of
+      whitespace, addresses ignore case, date-times accept any ISO spelling
+      (`2023-12-05T14:30` = `2023-12-05 14:30:00`) and numbers are compared as numbers.
+    - **Any unintended change fails the task**: a duplicate send, an extra delete, a wrong field,
+      or a plot nobody asked for. Read-only calls are harmless.
+    - Only the rows that the agent or the ground truth touched are read; the tools record them.
+      This makes verification cost proportional to the number of changes.
+
+    `info["verification"]`:
+
+    ```python
+    {"success": False,
+     "reason": "the final state differs from the expected state in emails (unintended changes)",
+     "side_effect": True,   # the agent touched a row the ground truth leaves alone, or created more rows
+     "noop": False,         # the task needs no change at all
+     "diff": {"emails": {"missing": [...rows expected but absent...],
+                         "unexpected": [{"inbox/outbox": "outbox", "recipient": "raj.schmidt@atlas.com", ...}]}},
+     # what each side did, per table it touched (at most 20 rows of each kind), for textgym view:
+     "changes": {"emails": {"agent":    {"added": [{"id": ..., ...}], "changed": [{"id", "before", "after"}], "deleted": [...]},
+                            "expected": {"added": [...], "changed": [...], "deleted": [...]},
+                            "side_effects": ["00000001"]}}}   # ids the agent wrote that the ground truth leaves alone
+    ```
+
+    ## Episode end
+
+    `terminated` on a turn without tool calls (the final answer); `truncated` after `max_turns`
+    turns (default 20). `info["end_reason"]` is `success`, `failure` (a final answer on a wrong
+    state), `max_turns`, `length` (the last action was cut at `max_action_chars`) or `env_error`:
+    the database failed during verification (a `sqlite3.Error`); the verification then holds
+    `env_error` with the message, and trainers leave the episode out.
+
     ## Tasks
 
     The generator has **55 templates** in six categories, with 2-3 phrasings each. The category is
@@ -190,43 +230,9 @@ class WorkplaceEnv(TextEnv):
     that fails on the world is listed in `verification["ground_truth_errors"]`; it is not an
     exception.
 
-    ## Reward and verification
+    ## Oracle
 
-    The reward is binary and comes at the end of the episode. It is 1.0 when the final state of the
-    session equals the state that the ground-truth calls produce on a fresh copy of the world. The
-    comparison is the same when the episode is truncated, because the state is what counts.
-
-    - Rows are compared **as multisets, without the system-assigned id column**. Neither call order
-      nor the ids that creation assigned matter.
-    - Values are **normalised** before the comparison: free text ignores case and runs of
-      whitespace, addresses ignore case, date-times accept any ISO spelling
-      (`2023-12-05T14:30` = `2023-12-05 14:30:00`) and numbers are compared as numbers.
-    - **Any unintended change fails the task**: a duplicate send, an extra delete, a wrong field,
-      or a plot nobody asked for. Read-only calls are harmless.
-    - Only the rows that the agent or the ground truth touched are read; the tools record them.
-      This makes verification cost proportional to the number of changes.
-
-    `info["verification"]`:
-
-    ```python
-    {"success": False,
-     "reason": "the final state differs from the expected state in emails (unintended changes)",
-     "side_effect": True,   # the agent touched a row the ground truth leaves alone, or created more rows
-     "noop": False,         # the task needs no change at all
-     "diff": {"emails": {"missing": [...rows expected but absent...],
-                         "unexpected": [{"inbox/outbox": "outbox", "recipient": "raj.schmidt@atlas.com", ...}]}},
-     # what each side did, per table it touched (at most 20 rows of each kind), for textgym view:
-     "changes": {"emails": {"agent":    {"added": [{"id": ..., ...}], "changed": [{"id", "before", "after"}], "deleted": [...]},
-                            "expected": {"added": [...], "changed": [...], "deleted": [...]},
-                            "side_effects": ["00000001"]}}}   # ids the agent wrote that the ground truth leaves alone
-    ```
-
-    `info["end_reason"]` is `success`, `failure` (a final answer on a wrong state), `max_turns`,
-    `length` (the last action was cut at `max_action_chars`) or `env_error`: the database failed
-    during verification (a `sqlite3.Error`); the verification then holds `env_error` with the
-    message, and trainers leave the episode out.
-
-    The oracle (`env.unwrapped.oracle_action()`) sends all ground-truth calls in one turn, then a
+    `env.unwrapped.oracle_action()` sends all ground-truth calls in one turn, then a
     final message. It scores 1.0 on every template (tested on many seeds and on other worlds).
     `oracle_action(lookup=True)` plays as an agent without the answer must: its first turn looks up
     every id and colleague address the ground truth uses (a task or customer search by the name the
