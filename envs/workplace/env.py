@@ -112,9 +112,9 @@ class WorkplaceEnv(TextEnv):
     order among the others. Each of the world's rows is also kept as its JSON text, so a page is
     sent as those texts joined (`textgym.tools.Encoded`, a dict that carries its own JSON) instead of
     being encoded again on every call; a row the session wrote is encoded when it is read. Nothing is
-    built per reset; the first search of an episode still costs about 1.5x to 1.9x a warm one here
-    ([benchmarks](docs/benchmarks.md#workplace)). (An FTS5 trigram index was tried and dropped: its first use after each reset cost
-    ~0.3 ms.) Words `LIKE` might treat otherwise (with a NUL, a lone surrogate, over 1,000
+    built per reset; the first email search of an episode still costs about 2.3x a warm one here
+    (62.7 against 27.6 us of CPU, measured 2026-12-01, [benchmarks](docs/benchmarks.md#workplace)).
+    (An FTS5 trigram index was tried and dropped: its first use after each reset cost ~0.3 ms.) Words `LIKE` might treat otherwise (with a NUL, a lone surrogate, over 1,000
     characters) and sessions whose database was changed by SQL on `env.db` rather than by the
     tools fall back to the `LIKE` statements. The analytics counts come from per-day, per-source
     visit counts made with the world (`envs/workplace/visits.py`; no tool writes analytics), with
