@@ -171,7 +171,9 @@ def _stamp(seed: int, size: TinySize, vocab: str) -> dict[str, Any]:
     return {"seed": seed, "size": asdict(size)} | ({} if vocab == "bytes" else {"vocab": vocab})
 
 
-def resolve(model: str | os.PathLike, workdir: str | os.PathLike, seed: int = 0, size: TinySize | None = None, vocab: str = "bytes") -> Path:
+def resolve(
+    model: str | os.PathLike, workdir: str | os.PathLike, seed: int = 0, size: TinySize | None = None, vocab: str = "bytes"
+) -> Path:
     """The checkpoint directory a ``--model`` argument names: ``"tiny"`` is created under ``workdir``.
 
     A tiny model that already exists there (same seed and size) is reused, so a resumed run starts
