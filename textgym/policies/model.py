@@ -9,7 +9,7 @@ the model whatever its chat template does with them (:mod:`textgym.tool_prompt`)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -101,6 +101,7 @@ class ModelPolicy:
         seed: int = 0,
         threads: int | None = None,
         progress: bool = True,
+        sampler_dtype: Literal["float32", "bfloat16"] = "float32",
     ) -> ModelPolicy:
         """A policy sampling from ``model`` with the ``jax`` or ``torch`` backend's sampler.
 
@@ -111,6 +112,8 @@ class ModelPolicy:
             max_new_tokens, temperature, seed: As for the constructor.
             threads: The backend's intra-op CPU threads (see :func:`textgym.algos.backends.load_backend`).
             progress: Show a GGUF conversion's progress.
+            sampler_dtype: ``float32`` or ``bfloat16``: what the sampler computes in (the
+                backends' ``load_policy`` argument, as ``GRPOConfig.sampler_dtype`` for training).
 
         Raises:
             FileNotFoundError: ``model`` names nothing loadable, or its directory has no tokenizer.
@@ -121,7 +124,7 @@ class ModelPolicy:
         models.quiet_transformers()
         path = models.resolve(model, seed=seed, progress=progress)
         tokenizer = models.load_tokenizer(path)  # before the backend: a missing tokenizer fails fast
-        policy = cls(load_backend(backend, threads).load_policy(path), max_new_tokens, temperature, seed)
+        policy = cls(load_backend(backend, threads).load_policy(path, sampler_dtype=sampler_dtype), max_new_tokens, temperature, seed)
         policy.tokenizer = tokenizer
         return policy
 
