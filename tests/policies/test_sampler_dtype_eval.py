@@ -30,7 +30,7 @@ def test_eval_samples_in_bfloat16_within_a_stated_distance_of_float32(tmp_path, 
     argv += ["--backend", backend, "--threads", "1", "--max-tokens", "12", "--sampler-dtype", "bfloat16", "--out", str(out)]
     assert main(argv) == 0
     rollouts = [Rollout.from_dict(json.loads(line)) for line in out.read_text().splitlines()]
-    float32 = load_backend(backend, 1).load_policy(model)
+    float32 = load_backend(backend).load_policy(model)
     errors = []
     for r in rollouts:
         sampled = r.loss_mask.astype(bool)
