@@ -109,7 +109,11 @@ def _sandbox_ticks() -> int:
     from textgym.envs.code.checks import _boxes
     from textgym.sandbox.pool import _shared
 
-    boxes = [*_shared.values(), *_boxes.values()]
+    return _pool_ticks([*_shared.values(), *_boxes.values()])
+
+
+def _pool_ticks(boxes) -> int:
+    """utime, stime, cutime and cstime of every process under the workers of ``boxes``."""
     ticks, todo = 0, [w.proc.pid for box in boxes for w in list(box._all) if w.proc is not None]
     while todo:
         pid = todo.pop()

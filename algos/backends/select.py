@@ -95,6 +95,7 @@ def load_model_policy(
     seed: int = 0,
     threads: int | None = None,
     progress: bool = True,
+    sampler_dtype: str = "float32",
 ) -> ModelPolicy:
     """A :class:`~textgym.policies.model.ModelPolicy` sampling from ``model`` with the ``jax`` or
     ``torch`` backend's language model.
@@ -106,6 +107,8 @@ def load_model_policy(
         max_new_tokens, temperature, seed: As for the ``ModelPolicy`` constructor.
         threads: The backend's intra-op CPU threads (see :func:`load_backend`).
         progress: Show a GGUF conversion's progress.
+        sampler_dtype: ``float32`` or ``bfloat16``: what the sampler computes in (as
+            ``GRPOConfig.sampler_dtype`` for training).
 
     Raises:
         FileNotFoundError: ``model`` names nothing loadable, or its directory has no tokenizer.
@@ -116,6 +119,6 @@ def load_model_policy(
     models.quiet_transformers()
     path = models.resolve(model, seed=seed, progress=progress)
     tokenizer = models.load_tokenizer(path)  # before the backend: a missing tokenizer fails fast
-    policy = ModelPolicy(load_backend(backend, threads).load_model(path), max_new_tokens, temperature, seed)
+    policy = ModelPolicy(load_backend(backend, threads).load_model(path, sampler_dtype=sampler_dtype), max_new_tokens, temperature, seed)
     policy.tokenizer = tokenizer
     return policy

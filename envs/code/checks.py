@@ -17,10 +17,15 @@ that judges it; only plain values pass between them, through the host:
 
 A plan never sees a program, so it is kept for as long as some env holds the task (a GRPO group
 verifies one task many times) and no longer: :func:`plan_checks` keeps them weakly.
+
+One verification's plans, judging and live calls go to one check process (:class:`Checker`),
+a child forked for that verification alone from a worker that has the check program loaded
+and warm (:data:`CHECKER`): a task's first submission costs one such fork, not one per step.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -29,12 +34,43 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from textgym.sandbox import Call, CallResult, RunResult, Sandbox, Session
+from textgym.sandbox import Call, CallResult, Preload, Sandbox, Session
 from textgym.sandbox.zygote import decode, encode
 from textgym.tasks import Task
 
 PROGRAM = Path(__file__).with_name("check_program.py").read_text(encoding="utf-8")
 MAX_LIVE_CALLS = 1000  # calls a check may make one at a time, on earlier answers
+
+# What every check worker serves itself before it forks (the program's module body and these
+# runs of it are ours, not a task's), so a check's process starts with the program loaded and
+# its paths quickened: a HumanEval check with a finished helper and its own ``random``, planned,
+# then judged passing, failing, and at a call it was not answered; an MBPP line planned and judged.
+_SAMPLE = {
+    "code": "import random\n\ndef check(candidate):\n    assert candidate([1, 2], k=3) == (3, 'x')\n"
+    "    assert helper(candidate([random.randint(0, 0)])) == {1: 2}\n",
+    "humaneval": True,
+    "candidate": "f",
+    "prompt": 'from typing import List\n\n\ndef f(xs: List[int], k=0):\n    """Doc."""\n\n\ndef helper(x):\n    return x\n',
+}
+_SAMPLE_CALLS = (["f", [[1, 2]], {"k": 3}], ["f", [[0]], {}])
+_MBPP_SAMPLE = {"code": "assert f(1) == math.floor(2.5)", "humaneval": False, "candidate": None, "prompt": ""}
+
+
+def _judging(spec: dict[str, Any], answered: Sequence[tuple[list, dict]]) -> Call:
+    return Call(name="judge", args=[json.dumps([[spec, [[wire, tree] for wire, tree in answered]]])])
+
+
+CHECKER = Preload(
+    PROGRAM,
+    warm_up=(
+        Call(name="plan", args=[json.dumps(_SAMPLE, sort_keys=True)]),
+        _judging(_SAMPLE, list(zip(_SAMPLE_CALLS, [{"value": {"__tuple__": [3, "x"]}}, {"value": {"__dict__": [[1, 2]]}}]))),
+        _judging(_SAMPLE, list(zip(_SAMPLE_CALLS, [{"value": 3}, {"error": "ValueError"}]))),
+        _judging(_SAMPLE, []),
+        Call(name="plan", args=[json.dumps(_MBPP_SAMPLE, sort_keys=True)]),
+        _judging(_MBPP_SAMPLE, [(["f", [1], {}], {"value": 2})]),
+    ),
+)
 
 
 class Check:
@@ -65,41 +101,39 @@ _plans: weakref.WeakValueDictionary[str, Check] = weakref.WeakValueDictionary()
 _plans_lock = threading.Lock()
 
 
-def plan_checks(task: Task, sandbox: Sandbox) -> dict[int, Check]:
-    """The checks of ``task`` by test index, planned in one sandboxed run for those not planned
-    yet; the caller holds them (the env, for its task), which is what keeps them planned."""
+def plan_checks(task: Task, checker: Checker) -> dict[int, Check]:
+    """The checks of ``task`` by test index, planned in ``checker`` for those not planned yet; the
+    caller holds them (the env, for its task), which is what keeps them planned."""
     specs = {i: spec_of(t, task) for i, t in enumerate(task.answer["tests"]) if t["kind"] == "check"}
     keys = {i: json.dumps(s, sort_keys=True) for i, s in specs.items()}
     with _plans_lock:
         checks = {i: _plans.get(keys[i]) for i in specs}
     missing = [i for i, c in checks.items() if c is None]
-    if missing:
-        run = check_sandbox(sandbox).run(PROGRAM, [Call(name="plan", args=[keys[i]]) for i in missing])
-        for i, result in zip(missing, _results(run, len(missing))):
-            wires = _json(result.value, list) if result.ok else []  # a check that cannot be planned is judged live
-            checks[i] = Check(specs[i], wires or [])
-        with _plans_lock:
-            for i in missing:
-                checks[i] = _plans.setdefault(keys[i], checks[i])
+    for i in missing:
+        result = checker("plan", keys[i])
+        wires = _json(result.value, list) if result.ok else []  # a check that cannot be planned is judged live
+        checks[i] = Check(specs[i], wires or [])
+    with _plans_lock:
+        for i in missing:
+            checks[i] = _plans.setdefault(keys[i], checks[i])
     return checks
 
 
 def judge(
-    checks: dict[int, Check], answers: dict[int, Sequence[CallResult]], sandbox: Sandbox, live: LiveSession
+    checks: dict[int, Check], answers: dict[int, Sequence[CallResult]], checker: Checker, live: LiveSession
 ) -> dict[int, tuple[bool, str | None]]:
     """``(passed, error)`` of each check on the answers to its planned calls; a check that makes
     a call that was not planned runs again on ``live`` answers (see the module docstring)."""
-    box = check_sandbox(sandbox)
     order = list(checks)
     request = [[checks[i].spec, [[w, _tree(r)] for w, r in zip(checks[i].wires, answers[i])]] for i in order]
     verdicts: dict[int, tuple[bool, str | None]] = {}
-    for i, outcome in zip(order, _judged(box, request)):
+    for i, outcome in zip(order, _judged(checker, request)):
         if "need" not in outcome:
             verdicts[i] = _verdict(outcome)
             continue
         pairs: list[list] = []
         for _ in range(MAX_LIVE_CALLS):
-            (outcome,) = _judged(box, [[checks[i].spec, pairs]])
+            (outcome,) = _judged(checker, [[checks[i].spec, pairs]])
             if "need" not in outcome:
                 break
             call = _call(outcome["need"])
@@ -113,10 +147,10 @@ def judge(
     return verdicts
 
 
-def _judged(box: Sandbox, request: list) -> list[dict[str, Any]]:
-    """One run of the check program's ``judge``; a check process that fails (a check that loops
-    past the time limit, or eats the memory) fails every check it held."""
-    (result,) = _results(box.run(PROGRAM, [Call(name="judge", args=[json.dumps(request)])]), 1)
+def _judged(checker: Checker, request: list) -> list[dict[str, Any]]:
+    """One call of the check program's ``judge``; a check that fails it (loops past the time
+    limit, or eats the memory, which ends its process) fails every check of the call."""
+    result = checker("judge", json.dumps(request))
     outcomes = _json(result.value, list) if result.ok else None
     if outcomes is None or len(outcomes) != len(request) or not all(isinstance(o, dict) for o in outcomes):
         error = result.error or "the check program answered out of protocol"
@@ -127,14 +161,6 @@ def _judged(box: Sandbox, request: list) -> list[dict[str, Any]]:
 def _verdict(outcome: dict[str, Any]) -> tuple[bool, str | None]:
     error = outcome.get("error")
     return outcome.get("passed") is True, None if error is None else str(error)
-
-
-def _results(run: RunResult, n: int) -> list[CallResult]:
-    if run.sandbox_error:
-        raise CheckSandboxFailed(run.sandbox_error)
-    if not run.loaded:
-        raise CheckSandboxFailed(f"the check program did not load: {run.load_error}")
-    return list(run.results) + [CallResult(error="no answer")] * (n - len(run.results))
 
 
 class CheckSandboxFailed(Exception):
@@ -172,16 +198,56 @@ _boxes_lock = threading.Lock()
 
 
 def check_sandbox(sandbox: Sandbox) -> Sandbox:
-    """The pool that runs checks next to ``sandbox``: same backend and limits, its own workers.
+    """The pool that runs checks next to ``sandbox``: same backend and limits, its own workers,
+    each with the check program loaded and warm before it forks (:data:`CHECKER`).
 
     Apart, so that a check judged while its program's live session holds a worker never waits
     for a worker of the same pool (with one worker, or every worker so held, it would wait forever).
+    A check process lives through its submission's run (:class:`Checker`), so its time limit
+    is three of the submission's: the plans, the submission's run, and the judging.
     """
     key = (os.getpid(), sandbox.backend.name, sandbox.limits)
     with _boxes_lock:
         if key not in _boxes:
-            _boxes[key] = Sandbox(sandbox.limits, backend=sandbox.backend.name)
+            limits = dataclasses.replace(sandbox.limits, total_timeout=3 * sandbox.limits.total_timeout)
+            _boxes[key] = Sandbox(limits, backend=sandbox.backend.name, preload=CHECKER)
         return _boxes[key]
+
+
+class Checker:
+    """The check program, open in one sandboxed process of the check pool for one verification.
+
+    The plans of a task's first submission, the judging after its run and any live calls all go
+    to this one process, forked once per verification (not once per step). It holds no
+    submission and serves one verification of one task. It opens on first use, before the
+    caller takes a worker of the program's pool, and stays open through the submission's run:
+    every verification takes the two pools in that order, so none can wait for a check worker
+    while it holds a program worker that the holder of that check worker waits for.
+    """
+
+    def __init__(self, sandbox: Sandbox):
+        self._box = check_sandbox(sandbox)
+        self._session: Session | None = None
+
+    def __call__(self, name: str, request: str) -> CallResult:
+        """The check program's ``name(request)``.
+
+        Raises:
+            CheckSandboxFailed: the check's sandbox itself failed (no verdict is the program's).
+        """
+        if self._session is None:
+            self._session = self._box.session(PROGRAM)
+        session = self._session
+        result = session.call(Call(name=name, args=[request])) if session.loaded else None
+        if session.sandbox_error:
+            raise CheckSandboxFailed(session.sandbox_error)
+        if result is None:
+            raise CheckSandboxFailed(f"the check program did not load: {session.load_error}")
+        return result
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
 
 
 class LiveSession:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from textgym.envs.code.checks import Check, CheckSandboxFailed, LiveSession, judge, plan_checks
+from textgym.envs.code.checks import Check, Checker, CheckSandboxFailed, LiveSession, judge, plan_checks
 from textgym.sandbox import Call, CallResult, Sandbox, same_stdout, values_equal
 from textgym.sandbox.worker import WorkerDied
 from textgym.sandbox.zygote import decode
@@ -61,19 +61,22 @@ def verify(sandbox: Sandbox, task: Task, code: str, checks: dict[int, Check] | N
     ``checks`` holds the task's planned checks for the caller (filled here when empty): an env
     passes the same dict for every submission to its task, which keeps their plans.
     """
+    checker = Checker(sandbox)  # opened by the first plan or judging, then kept to the end
     try:
-        return _run_checks(sandbox, task, code, checks)
+        return _run_checks(sandbox, task, code, checks, checker)
     except (WorkerDied, CheckSandboxFailed) as exc:  # no worker could be started
         total = len(task.answer["tests"])
         return {"passed": 0, "total": total, "all_passed": False, "load_error": None, "tests": [], "sandbox_error": str(exc)}
+    finally:
+        checker.close()
 
 
-def _run_checks(sandbox: Sandbox, task: Task, code: str, held: dict[int, Check] | None) -> dict[str, Any]:
+def _run_checks(sandbox: Sandbox, task: Task, code: str, held: dict[int, Check] | None, checker: Checker) -> dict[str, Any]:
     tests = task.answer["tests"]
     program, offset = program_for(task, code)
     mode = "stdio" if task.data.get("format") == "stdio" else "function"
     batch = [i for i, t in enumerate(tests) if t["kind"] != "check"]
-    checks = held or plan_checks(task, sandbox)
+    checks = held or plan_checks(task, checker)
     if held is not None:
         held.update(checks)
     # One submission: the plain call tests, then every call the checks were planned to make.
@@ -91,7 +94,7 @@ def _run_checks(sandbox: Sandbox, task: Task, code: str, held: dict[int, Check] 
         answers[i], start = results[start : start + len(check.plan)], start + len(check.plan)
     live = LiveSession(sandbox, program, mode)
     try:
-        verdicts = {} if load_error or not checks else judge(checks, answers, sandbox, live)
+        verdicts = {} if load_error or not checks else judge(checks, answers, checker, live)
     finally:
         live.close()
     for i, check in checks.items():

@@ -110,3 +110,13 @@ def test_pinned_tasks_and_their_plans_are_not_kept_after_the_env_lets_go():
     gc.collect()
     assert not any("x" * 100_000 in str(key) for key in formats._cache)
     assert not any("x" * 100_000 in key for key in checks._plans)
+
+
+def test_a_checks_process_serves_one_verification_only(env):
+    """A task's check that changes its process (here: a builtin it adds) changes nothing for the
+    next verification's checks, of another task or of the same one."""
+    poison = "def check(c):\n    import builtins\n    builtins.POISONED = True\n    assert c(1) == 1\n"
+    clean = "def check(c):\n    import builtins\n    assert not hasattr(builtins, 'POISONED')\n    assert c(1) == 1\n"
+    prompt = "def f(x):\n    '''x'''\n"
+    assert play(env, {"prompt": prompt, "entry_point": "f", "test": poison}, "def f(x): return x")[1] == 1.0
+    assert play(env, {"prompt": prompt, "entry_point": "f", "test": clean}, "def f(x): return x")[1] == 1.0

@@ -98,8 +98,17 @@ def test_every_canonical_solution_passes(env, problems):
 
 def test_a_checks_calls_go_to_the_sandbox_in_one_submission(env, problems, monkeypatch):
     """HumanEval/53's check makes 104 calls (100 on random pairs): all are planned and sent with
-    the submission, none one at a time through a session."""
-    monkeypatch.setattr(type(env.sandbox), "session", lambda *a, **k: pytest.fail("a call went one at a time"))
+    the submission, none one at a time through a session of the program."""
+    from textgym.envs.code import checks
+
+    opened = type(env.sandbox).session
+
+    def session(self, code, **kwargs):
+        if code != checks.PROGRAM:
+            pytest.fail("a call went one at a time")
+        return opened(self, code, **kwargs)
+
+    monkeypatch.setattr(type(env.sandbox), "session", session)
     problem = problems["HumanEval/53"]
     assert solve(env, problem, problem["canonical_solution"]) == 1.0
     assert solve(env, problem, "def add(x, y):\n    return x - y\n") == 0.0
@@ -118,17 +127,15 @@ def test_a_check_is_planned_once_per_test_and_run_once_per_submission(env, monke
     the env holds the task: each later submission runs the check once, for real, in the check's
     own sandboxed process, and each verdict is its own."""
     from textgym.envs.code import checks
-    from textgym.sandbox import Sandbox
 
     runs = []
-    original = Sandbox.run
+    original = checks.Checker.__call__
 
-    def spy(self, code, calls, **kwargs):
-        if code == checks.PROGRAM:
-            runs.extend(c.name for c in calls)
-        return original(self, code, calls, **kwargs)
+    def spy(self, name, request):
+        runs.append(name)
+        return original(self, name, request)
 
-    monkeypatch.setattr(Sandbox, "run", spy)
+    monkeypatch.setattr(checks.Checker, "__call__", spy)
     check = "def check(candidate):\n    for x in range(5):\n        assert candidate(x) == x + 7\n"
     task = {"prompt": "def add_seven(x):\n    '''x + 7'''\n", "entry_point": "add_seven", "test": check}
     assert solve(env, task, "def add_seven(x):\n    return x + 7\n") == 1.0

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from textgym.error import SandboxUnavailable
-from textgym.sandbox import Call, Limits, Sandbox, isolation, same_stdout, values_equal
+from textgym.sandbox import Call, Limits, Preload, Sandbox, isolation, same_stdout, values_equal
 from textgym.sandbox.zygote import decode, encode
 
 plain = st.recursive(
@@ -186,3 +186,45 @@ def test_the_warm_up_leaves_no_trace_in_the_zygote():
     )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == b""
+
+
+PRELOADED = (
+    "import os\n"
+    "LOADED_IN = os.getpid()\n"
+    "seen = []\n"
+    "def where():\n"
+    "    return {'loaded_elsewhere': LOADED_IN != os.getpid(), 'uid': os.getuid()}\n"
+    "def push(x):\n"
+    "    seen.append(x)\n"
+    "    return list(seen)\n"
+)
+
+
+@pytest.fixture(scope="module")
+def preloaded():
+    with Sandbox(Limits(call_timeout=5), workers=1, preload=Preload(PRELOADED, warm_up=(Call(name="where"),))) as sandbox:
+        yield sandbox
+
+
+def test_a_preloaded_program_is_loaded_before_the_fork_and_runs_unprivileged(preloaded, box):
+    """Its module body ran once, in the worker (another process than the run's), and its calls
+    run in the child, as unprivileged as any program's."""
+    got = preloaded.run(PRELOADED, [Call(name="where")]).results[0].value
+    plain = box.run(PRELOADED, [Call(name="where")]).results[0].value
+    assert got["loaded_elsewhere"] and not plain["loaded_elsewhere"]
+    assert got["uid"] == plain["uid"]
+
+
+def test_each_run_of_a_preloaded_program_starts_from_its_loaded_state(preloaded):
+    """Every run is a fresh copy: what one changes in the program's state, the next never sees."""
+    assert [preloaded.run(PRELOADED, [Call(name="push", args=[i])]).results[0].value for i in range(3)] == [[0], [1], [2]]
+    with preloaded.session(PRELOADED) as session:
+        assert [session.call(Call(name="push", args=[i])).value for i in range(2)] == [[0], [0, 1]]
+
+
+def test_other_programs_run_as_usual_in_a_preloading_sandbox(preloaded):
+    """Only that exact program starts preloaded; any other code is loaded by its own child."""
+    code = PRELOADED + "\n"
+    assert not preloaded.run(code, [Call(name="where")]).results[0].value["loaded_elsewhere"]
+    assert preloaded.run(PRELOADED, [Call(name="nothing")]).results[0].error
+    assert "SyntaxError" in preloaded.run("def (", []).load_error

@@ -89,6 +89,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     local = parser.add_argument_group("model policies")
     local.add_argument("--backend", choices=("jax", "torch"), default="torch", help="whose sampler runs model: policies")
     local.add_argument(
+        "--sampler-dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="the dtype model: policies sample in, as textgym train's --sampler-dtype: bfloat16 samples from a bf16 cast of "
+        "the weights (half the bytes a decode step reads; its logprobs differ from float32's by bf16 rounding)",
+    )
+    local.add_argument(
         "--threads",
         type=int,
         default=None,
@@ -198,6 +205,7 @@ def _model_policy(spec: PolicySpec, args: argparse.Namespace) -> Any:
         max_new_tokens=args.max_tokens or 256,
         temperature=args.temperature,
         seed=args.seed,
+        sampler_dtype=args.sampler_dtype,
         # Not the framework's default (every CPU): threads on cores that other processes keep busy spin-wait.
         threads=args.threads or idle_cpus(),
     )

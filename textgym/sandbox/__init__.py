@@ -10,12 +10,13 @@ for what is contained and how, and what is not.
 from textgym.error import SandboxUnavailable
 from textgym.sandbox.limits import Limits
 from textgym.sandbox.pool import Sandbox, Session, default_workers, shared_sandbox
-from textgym.sandbox.program import Call, CallResult, RunResult, same_stdout, values_equal
+from textgym.sandbox.program import Call, CallResult, Preload, RunResult, same_stdout, values_equal
 
 __all__ = [
     "Call",
     "CallResult",
     "Limits",
+    "Preload",
     "RunResult",
     "Sandbox",
     "SandboxUnavailable",

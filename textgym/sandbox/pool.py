@@ -25,7 +25,7 @@ from typing import Any
 
 from textgym.sandbox.isolation import BackendName, resolve_backend
 from textgym.sandbox.limits import Limits
-from textgym.sandbox.program import Call, CallResult, Mode, RunResult
+from textgym.sandbox.program import Call, CallResult, Mode, Preload, RunResult
 from textgym.sandbox.worker import Worker, WorkerDied
 
 # bwrap dies with the *thread* that started it (PR_SET_PDEATHSIG), so every worker is started
@@ -64,6 +64,8 @@ class Sandbox:
             :class:`~textgym.error.SandboxUnavailable` where they cannot be made) or
             ``"unsafe"`` (no isolation, only resource limits: trusted code only).
         reuse: Keep workers warm between submissions (the point); False restarts per run.
+        preload: The host's own program that every worker loads once before it forks
+            (:class:`Preload`), so that a run of it starts loaded and warm.
     """
 
     def __init__(
@@ -73,8 +75,10 @@ class Sandbox:
         workers: int | None = None,
         backend: BackendName = "auto",
         reuse: bool = True,
+        preload: Preload | None = None,
     ):
         self.limits = limits or Limits()
+        self.preload = preload
         self.backend = resolve_backend(backend)
         self.size = int(workers or default_workers())
         if self.size < 1:
@@ -150,7 +154,7 @@ class Sandbox:
                 # program and fork the next spare, which it does after the replies are out.
                 worker = self._idle.pop(0)
             elif len(self._all) < self.size:
-                worker = Worker(self.backend, self.limits)
+                worker = Worker(self.backend, self.limits, self.preload)
                 self._all.add(worker)
             else:
                 waiter = _Waiter()

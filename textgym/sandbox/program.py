@@ -51,6 +51,24 @@ class Call:
 
 
 @dataclass(frozen=True)
+class Preload:
+    """The host's own program, loaded once in each worker before it forks (never a task's code).
+
+    A run of exactly ``code`` as a function module then costs its child no compile and no run of
+    the module body, and ``warm_up`` (calls the worker serves itself first, before any fork)
+    leaves its bytecode quickened: Code tasks' check program is one. ``code`` and ``warm_up`` run
+    in the worker with its own privileges, so both must be the host's, never data from a task.
+    """
+
+    code: str
+    warm_up: tuple[Call, ...] = ()
+
+    def config(self) -> dict[str, Any]:
+        """What the worker reads (``zygote.preload``)."""
+        return {"code": self.code, "warm_up": [call.request(i) for i, call in enumerate(self.warm_up)]}
+
+
+@dataclass(frozen=True)
 class CallResult:
     """The outcome of one call. ``value`` is a plain Python value (stdout text for stdio calls).
 

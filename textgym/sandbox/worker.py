@@ -22,6 +22,7 @@ from typing import Any
 from textgym.sandbox import cgroups
 from textgym.sandbox.isolation import Backend
 from textgym.sandbox.limits import Limits
+from textgym.sandbox.program import Preload
 
 START_TIMEOUT = 30.0
 _names = itertools.count()
@@ -38,9 +39,10 @@ class WorkerDied(Exception):
 class Worker:
     """A zygote that forks one child per program; not thread-safe (the pool hands it out)."""
 
-    def __init__(self, backend: Backend, limits: Limits):
+    def __init__(self, backend: Backend, limits: Limits, preload: Preload | None = None):
         self.backend = backend
         self.limits = limits
+        self.preload = preload
         self.proc: subprocess.Popen | None = None
         self.cgroup: cgroups.WorkerCgroup | None = None
         self._workdir: str | None = None
@@ -56,6 +58,8 @@ class Worker:
         self._owner = os.getpid()
         self.cgroup = cgroups.create(f"{os.getpid()}-{next(_names)}", self.limits)
         cmd, config, fds = self.backend.command(self.limits)
+        if self.preload is not None:
+            config["preload"] = self.preload.config()
         if not self.backend.isolated:
             self._workdir = os.path.dirname(config["workdir"])
         if self.cgroup is not None:

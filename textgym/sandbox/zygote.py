@@ -7,7 +7,8 @@ work, starts its :class:`Forker`, which keeps one child forked ahead (already un
 serves JSON-line requests from the host on stdin:
 
 * ``{"op": "open", "code": ..., "mode": "function" | "stdio"}`` hands the program to the spare
-  child, which loads it; the reply says whether it loaded (or why not).
+  child, which loads it (or finds it loaded: see :func:`preload`); the reply says whether it
+  loaded (or why not).
 * ``{"op": "call", "id": ..., "kind": "function" | "stdio", ...}`` runs one test in that child;
   the reply carries the output as a *typed plain value* (see :func:`encode`) or the error.
 * ``{"op": "close"}`` returns what the program printed to its console; right after the reply the
@@ -39,6 +40,7 @@ SOLUTION_FILE = "solution.py"
 # a child ~2.5 ms; ast is what the check program of Code tasks reads checks with (~9 ms a child
 # here). Every child is a fresh copy, so a program that changes one changes only its own.
 PRELOAD = ("typing", "ast")
+PRELOADED = None  # (code, namespace) of the host's own program, loaded once by ``preload``
 
 
 # What Child.warm_up serves (well under a pipe's capacity, so it needs no reader meanwhile).
@@ -189,22 +191,30 @@ class Child:
             return
         load = json.loads(first)
         try:
-            self.code = compile(load["code"], SOLUTION_FILE, "exec", dont_inherit=True)
-            if load.get("mode") == "function":
-                self.namespace = {"__name__": "solution", "__builtins__": builtins}
-                exec(self.code, self.namespace)
-            self.reply({"loaded": True})
+            if PRELOADED is not None and load.get("mode") == "function" and load["code"] == PRELOADED[0]:
+                self.namespace = PRELOADED[1]  # this child's copy: what a run changes there stays in it
+                self.reply({"loaded": True})
+            else:
+                self.load(load)
         except BaseException as exc:  # the program's own failure, reported to the agent
             self.reply({"loaded": False, "error": short_traceback(exc)})
             return
         for line in iter(reader.readline, b""):
             self.reply(self.run(json.loads(line)))
 
+    def load(self, load):
+        """Compile the program and, as a function module, run it."""
+        self.code = compile(load["code"], SOLUTION_FILE, "exec", dont_inherit=True)
+        if load.get("mode") == "function":
+            self.namespace = {"__name__": "solution", "__builtins__": builtins}
+            exec(self.code, self.namespace)
+        self.reply({"loaded": True})
+
     @staticmethod
-    def warm_up(passes):
-        """Serve a sample submission ``passes`` times in the zygote, before any fork, through
-        pipes as a child does (load, calls with every kind of value, a raising call, a missing
-        function, a program that does not load).
+    def warm_up(passes, samples=WARM_UP):
+        """Serve each sample submission ``passes`` times in the zygote, before any fork, as a
+        child does (by default: load, calls with every kind of value, a raising call, a missing
+        function, a program that does not load; see :func:`preload` for the others).
 
         CPython initialises a lot lazily on first use, and its adaptive interpreter rewrites a
         function's bytecode in place over its first runs (quickening, then specialising each
@@ -212,16 +222,13 @@ class Child:
         copied on write, in each: a run's setup drops from milliseconds to a fraction of one.
         """
         for _ in range(passes):
-            for sample in WARM_UP:
-                req_r, req_w = os.pipe()
-                res_r, res_w = os.pipe()
-                os.write(req_w, sample)
-                os.close(req_w)
-                Child(req_r, res_w, {}).serve()  # its reader closes req_r once collected
-                os.close(res_w)
-                while os.read(res_r, 1 << 16):
-                    pass
-                os.close(res_r)
+            for sample in samples:
+                requests = os.memfd_create("warm-up")  # files, not pipes: a sample of any size fits
+                replies = os.memfd_create("warm-up")
+                os.write(requests, sample)
+                os.lseek(requests, 0, os.SEEK_SET)
+                Child(requests, replies, {}).serve()  # its reader closes ``requests`` once collected
+                os.close(replies)
         io.TextIOWrapper(io.BufferedReader(io.BytesIO(b"x\n"))).read()
 
     def reply(self, message):
@@ -906,6 +913,24 @@ def import_random_seeded():
     random.seed(0)
 
 
+def preload(spec):
+    """Load the host's own program (``spec["code"]``) here, once, and serve it ``spec["warm_up"]``.
+
+    A child that is then asked to open exactly that code, as a function module, finds it loaded
+    and warm (its own copy-on-write copy of the namespace): no compile, no run of its module
+    body, quickened bytecode. The code runs here, in the zygote, before any fork and with the
+    zygote's privileges, so it must be the host's own (Code tasks' check program), never code
+    from a task or a submission; what it is asked later, by a call, runs only in a child.
+    """
+    global PRELOADED
+    code = spec["code"]
+    namespace = {"__name__": "solution", "__builtins__": builtins}
+    exec(compile(code, SOLUTION_FILE, "exec", dont_inherit=True), namespace)
+    PRELOADED = (code, namespace)
+    lines = [{"op": "open", "code": code, "mode": "function"}, *spec.get("warm_up", ())]
+    Child.warm_up(WARM_UP_PASSES, ["".join(json.dumps(r) + "\n" for r in lines).encode()])
+
+
 def main():
     stdin_fd = sys.stdin.fileno()
     line = b""
@@ -920,6 +945,8 @@ def main():
     for name in PRELOAD:
         __import__(name)
     Child.warm_up(WARM_UP_PASSES)
+    if cfg.get("preload"):
+        preload(cfg["preload"])
     gc.freeze()  # forked children then leave the zygote's objects alone (fewer copy-on-write faults)
     Zygote(cfg, stdin_fd, sys.stdout.buffer).serve()
 
