@@ -21,8 +21,8 @@ BF16_MAX, BF16_MEAN = 0.01, 0.003
 @pytest.mark.parametrize("backend", ["torch", "jax"])
 def test_eval_samples_in_bfloat16_within_a_stated_distance_of_float32(tmp_path, capsys, backend):
     pytest.importorskip(backend)
-    from textgym.algos import tiny
     from textgym.algos.backends import load_backend
+    from textgym.algos.models import tiny
 
     model, out = tiny.create(tmp_path / "tiny", seed=0, size=tiny.TinySize(**SMALL)), tmp_path / "bf16.jsonl"
     kwargs = '{"size": 4, "blanks": 1, "max_turns": 2}'
@@ -30,7 +30,7 @@ def test_eval_samples_in_bfloat16_within_a_stated_distance_of_float32(tmp_path, 
     argv += ["--backend", backend, "--threads", "1", "--max-tokens", "12", "--sampler-dtype", "bfloat16", "--out", str(out)]
     assert main(argv) == 0
     rollouts = [Rollout.from_dict(json.loads(line)) for line in out.read_text().splitlines()]
-    float32 = load_backend(backend).load_policy(model)
+    float32 = load_backend(backend).load_model(model)
     errors = []
     for r in rollouts:
         sampled = r.loss_mask.astype(bool)
