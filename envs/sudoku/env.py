@@ -233,6 +233,11 @@ class SudokuEnv(TextEnv):
     def tools(self) -> Toolset:
         return self._toolset
 
+    def decision_state(self) -> str:
+        """The board as shown and the last turn's refusal, if its reply showed one (the move
+        that placed a digit is history: the board holds its effect)."""
+        return f"{self._text}\0{self.last_error or ''}"
+
     def step(self, action: Any):
         """TextEnv's step, answering the usual action, one move written exactly as :data:`MOVE`
         with on-board values, without parsing it (parsing was a third of a 4x4 step).
