@@ -320,7 +320,8 @@ def drop_zero_std_groups(rollouts: Sequence[Rollout], config: GRPOConfig) -> tup
     A group whose rewards are all equal has advantage 0 everywhere: it adds no policy gradient
     but counts in the token mean. With ``config.filter_zero_std_groups`` its rollouts are
     dropped (DAPO's dynamic sampling, without resampling); without it every rollout is kept and
-    only the count is reported.
+    only the count is reported. With ``advantage="turn"`` a group whose turns of one state had
+    different returns has a signal too, even when its episodes' rewards are equal.
     """
     groups = group_ids([r.group for r in rollouts], config.group_size)
     rewards = shaped_rewards(rollouts, config)
@@ -328,6 +329,9 @@ def drop_zero_std_groups(rollouts: Sequence[Rollout], config: GRPOConfig) -> tup
     spread = np.zeros(n_groups, dtype=bool)
     for g in range(n_groups):
         spread[g] = np.ptp(rewards[groups == g]) > 0
+    if config.advantage == "turn" and config.turn_advantage_weight > 0:
+        for g, turns in zip(groups, rollout_advantages(rollouts, config).turns):
+            spread[g] |= bool(np.any(turns != 0))
     zero = int((~spread).sum())
     if not config.filter_zero_std_groups:
         return list(rollouts), zero

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.algos.tiny_batches import multi_turn_rollouts
-from textgym.algos.grpo import GRPOConfig, grpo_loss, pack, policy_prefix, split_micro_batches
+from textgym.algos.grpo import GRPOConfig, drop_zero_std_groups, grpo_loss, pack, policy_prefix, split_micro_batches
 from textgym.algos.grpo.batch import rollout_advantages, split_prompts
 from textgym.algos.grpo.turns import turn_returns
 from textgym.cli import main
@@ -94,6 +94,17 @@ def test_env_error_episodes_get_zero_and_leave_the_anchor_groups():
     # Without the third episode, "s" in group 0 holds returns 1, 0, 0.
     anchor = np.array([1.0, 0.0, 0.0])
     np.testing.assert_allclose([got[1][0], got[2][0], got[2][1]], (anchor - anchor.mean()) / anchor.std(), atol=1e-5)
+
+
+def test_the_zero_std_filter_keeps_a_group_whose_turns_differ():
+    # Both episodes of group 1 score 1 in all; at their shared start one turn paid and one did not.
+    same_total = [episode(1, ["s", "b"], [1.0, 0.0]), episode(1, ["s", "c"], [0.0, 1.0])]
+    rollouts = [*HAND[:3], *same_total]
+    config = GRPOConfig(group_size=3, filter_zero_std_groups=True, turn_discount=0.0)
+    assert drop_zero_std_groups(rollouts, config) == (HAND[:3], 1)
+    assert drop_zero_std_groups(rollouts, dataclasses.replace(config, advantage="turn")) == (rollouts, 0)
+    no_turns = dataclasses.replace(config, advantage="turn", turn_advantage_weight=0.0)
+    assert drop_zero_std_groups(rollouts, no_turns) == (HAND[:3], 1)
 
 
 def test_turn_advantages_need_per_turn_records():
