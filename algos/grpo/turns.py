@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from textgym.algos.config.grpo import GRPOConfig
 from textgym.algos.grpo.advantages import group_advantages
-from textgym.algos.grpo.config import GRPOConfig
 from textgym.rollout import Rollout
 
 
