@@ -27,6 +27,7 @@ def test_records_written_by_eval_match_the_schema(env_id, tmp_path):
     for r in records:
         assert not [e.message for e in check.iter_errors(r)]
         assert r["end_reason"] in ("success", "failure", "max_turns", "length", "env_error") and r["verifications"]
+        assert len(r["turn_rewards"]) == len(r["turn_state_keys"]) == r["turns"]
 
 
 def test_token_records_match_the_schema():
@@ -76,3 +77,5 @@ def test_the_schema_rejects_what_is_not_a_record():
         "end_reason": "timeout",
     }
     assert any("end_reason" in e.json_path for e in check.iter_errors(bad))
+    for field, value in (("turn_rewards", ["1"]), ("turn_state_keys", [3]), ("turn_advantages", None)):
+        assert any(field in e.json_path for e in check.iter_errors(dict(bad, end_reason=None, **{field: value}))), field

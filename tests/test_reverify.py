@@ -64,6 +64,18 @@ def test_a_verifier_change_is_reported_per_env_and_fails(saved, capsys, monkeypa
     assert out.count("changed: ") == 3 and "reward 1 -> 0" in out
 
 
+def test_records_keep_each_turns_reward_and_a_reward_moved_between_turns_is_a_change(saved, capsys, tmp_path):
+    records = lines(saved[0])
+    assert all(len(r["turn_rewards"]) == r["turns"] and sum(r["turn_rewards"]) == r["reward"] for r in records)
+    played = next(r for r in records if r["turns"] >= 2 and r["reward"] == 0)
+    moved = dict(played, turn_rewards=[0.5, -0.5, *played["turn_rewards"][2:]])  # the same total
+    code, out, _ = reverify(capsys, write(tmp_path / "moved.jsonl", [played, moved]), "--out", tmp_path / "report.json")
+    assert code == 1 and out.count("changed: ") == 1 and "turn rewards [0.5, -0.5" in out
+    report = json.loads((tmp_path / "report.json").read_text())["records"]
+    assert [r["status"] for r in report] == ["unchanged", "changed"]
+    assert report[0]["turn_rewards"] == played["turn_rewards"]
+
+
 def test_records_that_cannot_be_replayed_are_named_not_counted_as_changes(saved, capsys, tmp_path):
     records = lines(saved[0])
     other_size = dict(records[0], env_kwargs={"size": 9})  # the seed now draws a 9x9 puzzle
@@ -143,7 +155,16 @@ def test_a_served_envs_record_opens_no_connection(capsys, tmp_path):
 
 @pytest.mark.parametrize(
     "fields",
-    [{"reward": None}, {"reward": "1"}, {"messages": [1, 2]}, {"messages": "abc"}, {"env_kwargs": [1]}, {"seed": "two"}],
+    [
+        {"reward": None},
+        {"reward": "1"},
+        {"messages": [1, 2]},
+        {"messages": "abc"},
+        {"env_kwargs": [1]},
+        {"seed": "two"},
+        {"turn_rewards": [1, "x"]},
+        {"turn_rewards": 1.0},
+    ],
 )
 def test_malformed_records_are_unreplayable_not_tracebacks(capsys, tmp_path, fields):
     record = {

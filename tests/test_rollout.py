@@ -247,3 +247,62 @@ def test_records_carry_the_end_reason_and_old_records_still_load():
     assert Rollout.from_dict(solved[0].to_dict()).end_reason == "success"
     old = {k: v for k, v in solved[0].to_dict().items() if k != "end_reason"}  # written before end_reason existed
     assert Rollout.from_dict(old).end_reason is None
+
+
+class NoisyMoves:
+    """Sudoku's demonstrator one move a turn, its digit a guess half the time: refused and accepted moves."""
+
+    def __init__(self, venv):
+        self.venv = venv
+
+    def act(self, observations, infos=None):
+        return PolicyOutput(list(self.venv.unwrapped.call("oracle_action", place=1, noise=0.5)))
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs", "policy"),
+    [
+        ("textgym/Sudoku-v0", {"size": 4}, "oracle"),
+        ("textgym/Sudoku-v0", {"size": 4}, "random"),
+        ("textgym/Sudoku-v0", {"size": 4, "max_turns": 8}, "moves"),
+        ("textgym/Sudoku-v0", {"size": 4, "reward": "dense", "max_turns": 8}, "moves"),
+        ("textgym/Sudoku-v0", {"size": 4, "reward": "dense"}, "random"),
+        ("textgym/Workplace-v0", {"max_turns": 4}, "oracle"),
+        ("textgym/Workplace-v0", {"max_turns": 4}, "random"),
+        ("textgym/Code-v0", {"max_attempts": 2, "reward": "fraction"}, "oracle"),
+        ("textgym/Code-v0", {"max_attempts": 2, "reward": "fraction"}, "random"),
+    ],
+)
+def test_turn_rewards_sum_to_the_reward_and_each_turn_has_its_state_key(env_id, kwargs, policy):
+    from textgym.policies import OraclePolicy, RandomPolicy
+
+    venv = gym.make_vec(env_id, num_envs=4, vectorization_mode="sync", **kwargs)
+    try:
+        actor = {"oracle": OraclePolicy, "moves": NoisyMoves}.get(policy, lambda v: RandomPolicy(seed=0))(venv)
+        rollouts = collect(venv, actor, seeds=[0, 1], group_size=4)
+    finally:
+        venv.close()
+    for r in rollouts:
+        assert len(r.turn_rewards) == len(r.turn_state_keys) == r.turns >= 1
+        assert r.reward == sum(r.turn_rewards)  # the same additions in the same order
+        assert all(len(key) == 16 for key in r.turn_state_keys)
+        assert Rollout.from_dict(r.to_dict()).turn_rewards == r.turn_rewards
+    for group in (rollouts[:4], rollouts[4:]):  # a group's episodes start from one state
+        assert len({r.turn_state_keys[0] for r in group}) == 1
+    assert rollouts[0].turn_state_keys[0] != rollouts[4].turn_state_keys[0]
+    if policy == "moves":  # moves are accepted and refused: several states, and the dense reward pays each move
+        assert len({k for r in rollouts for k in r.turn_state_keys}) > 2
+        paid = [x for r in rollouts for x in r.turn_rewards[:-1] if x != 0]
+        assert bool(paid) == (kwargs.get("reward") == "dense")
+
+
+def test_records_from_before_turn_rewards_still_load():
+    venv = gym.make_vec("textgym/Sudoku-v0", num_envs=2, size=4)
+    from textgym.policies import OraclePolicy
+
+    record = collect(venv, OraclePolicy(venv), seeds=[0])[0].to_dict()
+    venv.close()
+    old = {k: v for k, v in record.items() if k not in ("turn_rewards", "turn_state_keys")}
+    back = Rollout.from_dict(old)
+    assert back.turn_rewards is None and back.turn_state_keys is None and back.reward == record["reward"]
+    assert [r.to_dict() for r in from_dataset(to_dataset([back]))] == [back.to_dict()]

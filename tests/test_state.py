@@ -72,6 +72,19 @@ def test_restored_and_cloned_envs_continue_exactly(env_id, kwargs, seed, oracle_
                 assert got[0] == expected[0] and got[1:4] == expected[1:4] and got[4] == expected[4], f"turn {turn}"
 
 
+@pytest.mark.parametrize("env_id,kwargs", ENVS, ids=lambda v: v if isinstance(v, str) else repr(v))
+def test_state_keys_are_equal_for_equal_states_and_move_with_the_decisions(env_id, kwargs):
+    env, twin = _make(env_id, kwargs), _make(env_id, kwargs)
+    start = env.reset(seed=5)[1]["state_key"]
+    assert twin.reset(seed=5)[1]["state_key"] == start and len(start) == 16
+    assert _make(env_id, kwargs).reset(seed=6)[1]["state_key"] != start  # another task
+    _, _, terminated, truncated, info = env.step(_oracle(env))
+    assert info["state_key"] != start  # the oracle's move changed what the next turn sees
+    assert twin.step(_oracle(twin))[4]["state_key"] == info["state_key"]
+    if not (terminated or truncated):  # a restored copy is at the same state
+        assert _make(env_id, kwargs).reset(options={"state": env.get_state()})[1]["state_key"] == info["state_key"]
+
+
 def test_a_clone_is_independent_of_its_original():
     env = _make("textgym/Workplace-v0", {})
     env.reset(seed=3)

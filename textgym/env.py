@@ -18,6 +18,11 @@ and ``reset(options={"state": state})`` starts from one (how a GRPO group branch
 prefix). The base class saves what every env has (task, conversation, turn, generator); an env
 adds its own parts with two hooks, ``save_episode(blobs)`` and ``load_episode(parts, blobs)``.
 
+Every reset and step ``info`` carries ``state_key``: a short digest (16 hex characters) of the
+decision-relevant state without the history (the task and ``decision_state()``, a hook whose
+default is the env's last reply). Equal states give equal keys, so turns of a GRPO group that
+left from the same state can be compared with each other (turn-level advantages).
+
 The last step of every episode says why it ended in ``info["end_reason"]`` (:data:`END_REASONS`):
 ``success`` and ``failure`` (the verifier's verdict on a terminated episode), ``max_turns``,
 ``length`` (the action that ended it was cut by a character budget; token budgets are the
@@ -27,6 +32,7 @@ token wrapper's) and ``env_error`` (the env itself failed: an ``Outcome`` with
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -111,6 +117,7 @@ class TextEnv(gym.Env):
         self.conversation: tuple[FrozenDict, ...] = ()
         self.turn = 0
         self._done = True
+        self.last_error: str | None = None  # the last turn's info["error"], which its reply showed
 
     # ----- hooks for subclasses -----
 
@@ -137,6 +144,20 @@ class TextEnv(gym.Env):
         """The next action of a policy that knows the answer (used to test the verifier)."""
         raise NotImplementedError(f"{type(self).__name__} has no oracle")
 
+    def decision_state(self) -> str:
+        """What the next decision depends on, without the history: the text ``info["state_key"]``
+        digests together with the task id.
+
+        Default: the env's reply since the agent's last turn (the opening messages at reset), as
+        roles, tool names and contents; not the tool-call ids, which count turns.
+        """
+        reply: list[Any] = []
+        for message in reversed(self.conversation):
+            if message["role"] == "assistant":
+                break
+            reply.append((message["role"], message.get("name"), message["content"]))
+        return json.dumps(reply[::-1], ensure_ascii=False)
+
     def save_episode(self, blobs: list[bytes]) -> dict[str, Any]:
         """The env's own episode state as JSON values; large binary parts go into ``blobs`` (their
         indices in the returned dict). The base class has saved task, conversation and turn."""
@@ -154,7 +175,7 @@ class TextEnv(gym.Env):
         super().reset(seed=seed)
         # Until the new episode has begun nothing of the last one remains: a failed reset leaves
         # no episode to step, render or ask the oracle about.
-        self._done, self.task, self.conversation = True, None, ()
+        self._done, self.task, self.conversation, self.last_error = True, None, (), None
         if options and options.get("state") is not None:
             self.set_state(options["state"])
             if self._done:
@@ -166,7 +187,7 @@ class TextEnv(gym.Env):
             self.conversation = tuple(self.begin(self.task))
             self._done = False
         tools = self.tools.schemas() if self.tools else []
-        info = {"task_id": self.task.id, "turn": self.turn, "error": None, "tools": tools}
+        info = {"task_id": self.task.id, "turn": self.turn, "error": None, "tools": tools, "state_key": self.state_key()}
         return self.conversation, info
 
     def step(self, action: Any):
@@ -190,6 +211,12 @@ class TextEnv(gym.Env):
     def render_text(self) -> str:
         return render(self.conversation)
 
+    def state_key(self) -> str:
+        """``info["state_key"]``: blake2b (8 bytes, 16 hex characters) of the task id and
+        :meth:`decision_state`."""
+        text = f"{self.task.id}\0{self.decision_state()}"
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
     # ----- state and fork -----
 
     def get_state(self) -> bytes:
@@ -210,6 +237,7 @@ class TextEnv(gym.Env):
                 "conversation": thaw(self.conversation),
                 "turn": self.turn,
                 "done": self._done,
+                "error": self.last_error,
                 "max_turns": self.max_turns,
                 "rng": self.np_random.bit_generator.state,
                 "seed": self._np_random_seed,
@@ -239,6 +267,7 @@ class TextEnv(gym.Env):
         self.task = Task.from_dict(episode["task"])
         self.conversation = freeze(episode["conversation"])
         self.turn, self._done, self.max_turns = int(episode["turn"]), bool(episode["done"]), int(episode["max_turns"])
+        self.last_error = episode.get("error")  # absent from states saved before it was kept
         rng = episode["rng"]
         kind = state_format.BIT_GENERATORS[rng["bit_generator"]]
         if self._np_random is None or type(self._np_random.bit_generator) is not kind:
@@ -300,6 +329,7 @@ class TextEnv(gym.Env):
     def _finish(self, outcome: Outcome):
         terminated = bool(outcome.terminated)
         truncated = not terminated and self.turn >= self.max_turns
+        self.last_error = outcome.error
         info: dict[str, Any] = {"task_id": self.task.id, "turn": self.turn, "error": outcome.error}
         if terminated or truncated:
             if terminated:
@@ -310,6 +340,7 @@ class TextEnv(gym.Env):
                 info["success"], info["verification"] = bool(success), verification
             info["end_reason"] = end_reason(outcome.end_reason, terminated, info["success"])
             self._done = True
+        info["state_key"] = self.state_key()
         return self.conversation, float(outcome.reward), terminated, truncated, info
 
 

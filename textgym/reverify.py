@@ -2,8 +2,9 @@
 
 Each record is replayed in a fresh env made with its ``env_id`` and ``env_kwargs``: reset with its
 seed (or its pinned task), then stepped with its assistant messages in order. The replayed reward
-is compared with the recorded one, so a verifier change can be checked against yesterday's
-rollouts in CI: the command exits with status 1 when any reward changed. A record that cannot be
+is compared with the recorded one (and each turn's with the record's ``turn_rewards``, where it has
+them: a reward moved to another turn is a change too), so a verifier change can be checked against
+yesterday's rollouts in CI: the command exits with status 1 when any reward changed. A record that cannot be
 replayed (its env is not registered, the seed now draws another task, no seed was recorded) is
 reported as *unreplayable*, never as a changed reward.
 
@@ -51,6 +52,8 @@ class Replay:
     recorded: float | None
     replayed: float | None = None
     reason: str | None = None
+    turn_rewards: list[float] | None = None
+    """The replayed reward of each turn."""
 
 
 class Unreplayable(Exception):
@@ -73,14 +76,15 @@ def reverify(records: Iterable[Mapping[str, Any]]) -> list[Replay]:
                 key = json.dumps([env_id, kwargs], sort_keys=True)
                 if key not in envs:
                     envs[key] = _make(gym, env_id, kwargs)
-                reward, reason = _replay(envs[key], r)
+                reward, turn_rewards, reason = _replay(envs[key], r)
             except Unreplayable as exc:
                 results.append(Replay(source, env_id, task_id, "unreplayable", recorded, reason=str(exc)))
                 continue
             recorded = float(r["reward"])
-            same = math.isclose(reward, recorded, rel_tol=1e-9, abs_tol=1e-9) and reason is None
+            reason = reason or _moved(r.get("turn_rewards"), turn_rewards)
+            same = _close(reward, recorded) and reason is None
             status: Status = "unchanged" if same else "changed"
-            results.append(Replay(source, env_id, task_id, status, recorded, reward, reason))
+            results.append(Replay(source, env_id, task_id, status, recorded, reward, reason, turn_rewards))
     finally:
         for env in envs.values():
             if env is not None:
@@ -88,10 +92,26 @@ def reverify(records: Iterable[Mapping[str, Any]]) -> list[Replay]:
     return results
 
 
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def _moved(recorded: list[float] | None, replayed: list[float]) -> str | None:
+    """Why the per-turn rewards differ from the record's (None: they agree, or it has none)."""
+    if recorded is None:
+        return None
+    if len(recorded) != len(replayed) or not all(_close(a, b) for a, b in zip(recorded, replayed)):
+        return f"turn rewards {[float(x) for x in recorded]} -> {replayed}"
+    return None
+
+
 def _checked(r: Mapping[str, Any]) -> dict[str, Any]:
     """The record's env kwargs, once its fields have the types replaying needs."""
     if not _is_number(r.get("reward")):
         raise Unreplayable(f"the record's reward is not a number: {r.get('reward')!r:.60}")
+    turn_rewards = r.get("turn_rewards")
+    if turn_rewards is not None and not (isinstance(turn_rewards, list) and all(_is_number(x) for x in turn_rewards)):
+        raise Unreplayable(f"the record's turn_rewards are not a list of numbers: {turn_rewards!r:.60}")
     messages = r.get("messages")
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise Unreplayable("the record's messages are not a list of message objects")
@@ -122,8 +142,8 @@ def _make(gym: Any, env_id: str, kwargs: Mapping[str, Any]) -> Any:
         raise Unreplayable(f"gym.make({env_id!r}, **env_kwargs) failed: {type(exc).__name__}: {exc}") from None
 
 
-def _replay(env: Any, r: Mapping[str, Any]) -> tuple[float, str | None]:
-    """The replayed episode's reward, and why it is not comparable (else None)."""
+def _replay(env: Any, r: Mapping[str, Any]) -> tuple[float, list[float], str | None]:
+    """The replayed episode's reward, each turn's, and why it is not comparable (else None)."""
     if r.get("seed") is None:
         raise Unreplayable("the record has no seed")
     try:
@@ -135,21 +155,22 @@ def _replay(env: Any, r: Mapping[str, Any]) -> tuple[float, str | None]:
     actions = [_action(m) for m in r.get("messages") or () if m.get("role") == "assistant"]
     if not actions:
         raise Unreplayable("the record has no assistant turns to replay")
-    total, ended = 0.0, False
+    rewards, ended = [], False
     for k, action in enumerate(actions, 1):
         try:
             _, reward, terminated, truncated, _ = env.step(action)
         except Exception as exc:
             raise Unreplayable(f"turn {k} raised {type(exc).__name__}: {exc}") from None
-        total += float(reward)
+        rewards.append(float(reward))
         if terminated or truncated:
             ended = True
             break
+    total = float(sum(rewards))
     if not ended:
-        return total, f"the episode did not end after the {len(actions)} recorded turns"
+        return total, rewards, f"the episode did not end after the {len(actions)} recorded turns"
     if k < len(actions):
-        return total, f"the episode ended at turn {k} of {len(actions)}"
-    return total, None
+        return total, rewards, f"the episode ended at turn {k} of {len(actions)}"
+    return total, rewards, None
 
 
 def _action(message: Mapping[str, Any]) -> Any:

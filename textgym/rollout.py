@@ -90,6 +90,11 @@ class Rollout:
     ``sample_spans`` is the ``[start, end)`` of each training sample in ``token_ids`` when the
     token wrapper split the episode at a chat template's rewrite of earlier turns (None: one
     sample); the trainers pack each sample as its own row, all with the episode's advantage.
+    ``turn_rewards`` holds the reward of the env step that answered each policy turn (they sum to
+    ``reward``), and ``turn_state_keys`` the ``info["state_key"]`` of the state each turn was
+    taken from (the reset's for the first): turns of a group that left from equal keys are
+    compared with each other by turn-level advantages. Both are None in records written before
+    they existed; ``turn_state_keys`` also when the env reports no ``state_key``.
     """
 
     env_id: str
@@ -113,6 +118,8 @@ class Rollout:
     verifications: list[dict[str, Any]] | None = None
     env_kwargs: dict[str, Any] | None = None
     sample_spans: list[tuple[int, int]] | None = None
+    turn_rewards: list[float] | None = None
+    turn_state_keys: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self) | {"messages": thaw(self.messages)}
@@ -184,6 +191,8 @@ def _features(rollouts: Sequence[Rollout]) -> Any:
             "logprobs": List(Value("float32")),
             "turn_spans": List(List(Value("int64"))),
             "sample_spans": List(List(Value("int64"))),
+            "turn_rewards": List(Value("float64")),
+            "turn_state_keys": List(Value("string")),
             "group": Value("int64"),
             # Arrow has no empty structs: records without timings keep theirs as (empty) JSON.
             "timing": {k: Value("float64") for k in timing_keys} if timing_keys else Json(),
@@ -240,7 +249,8 @@ class _Episode:
     seed: int | None
     reset_info: dict[str, Any]
     started: float
-    reward: float = 0.0
+    turn_rewards: list[float] = field(default_factory=list)
+    turn_state_keys: list[str | None] = field(default_factory=list)
     turn_timing: list[dict[str, float]] = field(default_factory=list)
     verifications: list[dict[str, Any]] = field(default_factory=list)
 
@@ -279,6 +289,10 @@ def collect(
     ``info["trajectory"]``, and the policy's logprobs are passed along with its ids.
     A turn the policy flags in ``PolicyOutput.cut`` (its token limit cut it) that ends an unsolved
     episode makes the record's ``end_reason`` ``length``.
+
+    Per turn: ``turn_rewards`` holds each vector step's reward (``reward`` is their sum) and
+    ``turn_state_keys`` the ``state_key`` of the info the policy acted on (the reset's, then each
+    step's), or None when the env reports none.
 
     Timing: ``turn_timing`` holds, per turn, the seconds of the batched policy call and of the
     vector step that the turn was part of; ``timing`` their sums and ``wall_s``, from the episode's
@@ -353,6 +367,7 @@ def collect(
             t0 = time.perf_counter()
             output = policy.act(list(observations), list(infos_by_slot))
             t1 = time.perf_counter()
+            acted_from = list(infos_by_slot)  # the states the turns were taken from
             observations, rewards, terminated, truncated, infos = venv.step(_env_actions(observations, output))
             cuts = getattr(output, "cut", None)
             t2 = time.perf_counter()
@@ -360,7 +375,8 @@ def collect(
                 infos_by_slot[i] = _slot_info(infos, i)
                 if episode is None:
                     continue
-                episode.reward += float(rewards[i])
+                episode.turn_state_keys.append(acted_from[i].get("state_key"))
+                episode.turn_rewards.append(float(rewards[i]))
                 episode.turn_timing.append({"policy_s": t1 - t0, "env_s": t2 - t1})
                 if terminated[i] or truncated[i]:
                     if mode == AutoresetMode.SAME_STEP:
@@ -448,7 +464,7 @@ def _record(
         task_id=str(info.get("task_id", episode.reset_info.get("task_id", ""))),
         seed=episode.seed,
         messages=thaw(list(messages)),
-        reward=episode.reward,
+        reward=float(sum(episode.turn_rewards)),  # the same additions, in the same order, as a running total
         success=bool(info.get("success", False)),
         turns=len(turn_timing),
         terminated=terminated,
@@ -465,6 +481,8 @@ def _record(
         turn_timing=turn_timing,
         verifications=episode.verifications or None,
         env_kwargs=env_kwargs,
+        turn_rewards=list(episode.turn_rewards),
+        turn_state_keys=None if None in episode.turn_state_keys else list(episode.turn_state_keys),
     )
 
 

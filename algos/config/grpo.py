@@ -15,6 +15,7 @@ from textgym.algos.config.optimizer import LRSchedule, OptimizerConfig
 
 LossAggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "constant"]
 AdvantageScaling = Literal["group", "batch", "none"]
+AdvantageLevel = Literal["episode", "turn"]
 ComputeDType = Literal["float32", "bfloat16"]
 PolicyLoss = Literal["clip", "gspo", "cispo"]
 RolloutCorrection = Literal["none", "tis", "mis"]
@@ -91,6 +92,27 @@ class GRPOConfig:
         "Multiplies the advantages below 0. ``0`` trains only on the episodes that beat their group's "
         "mean (positive sample reinforcement, Zhu et al., 2025): a failed multi-turn episode then no "
         "longer pushes down its later turns that were right for what its earlier turns got back.",
+    )
+    advantage: AdvantageLevel = option(
+        "episode",
+        "``episode``: every token of an episode gets its group-relative advantage (GRPO). ``turn``: "
+        "each policy turn also gets its own, GiGPO-style (Feng et al., 2025): its return from that turn"
+        " on, ``sum_j turn_discount**j * r_(t+j)`` of the env's per-turn rewards, against those of the"
+        ' turns of its group that left from the same ``info["state_key"]``, scaled by '
+        "``advantage_scaling`` (a state met once, or returns all equal, give 0); the token advantage "
+        "is ``(1 - turn_advantage_weight) * A_episode + turn_advantage_weight * A_turn``.",
+    )
+    turn_advantage_weight: float = option(
+        1.0,
+        "With ``advantage=\"turn\"``, the weight ``w`` of the turn's advantage against the episode's "
+        "(0: the episode's alone, 1: the turn's alone). GiGPO's ``A_E + omega * A_S`` is "
+        "``w = omega / (1 + omega)``, up to the scale ``1 + omega``.",
+    )
+    turn_discount: float = option(
+        1.0,
+        'With ``advantage="turn"``, the discount ``gamma`` of a turn\'s return over the turns after '
+        "it: 1 counts every later reward fully, 0 the turn's own reward alone (a dense per-turn "
+        "reward's exact signal).",
     )
     num_iterations: int = option(
         1,
@@ -249,6 +271,9 @@ class GRPOConfig:
         for name in ("clip_eps_low", "clip_eps_high", "kl_beta", "lr", "weight_decay", "max_grad_norm", "negative_advantage_scale"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("turn_advantage_weight", "turn_discount"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if not 0 <= self.clip_eps_low < 1:
             raise ValueError(f"clip_eps_low must be in [0, 1), got {self.clip_eps_low}")
         if self.temperature <= 0:

@@ -21,6 +21,7 @@ import numpy as np
 
 from textgym.algos.config.grpo import GRPOConfig
 from textgym.algos.grpo.advantages import group_advantages, group_ids
+from textgym.algos.grpo.turns import TurnAdvantages, turn_advantages
 from textgym.rollout import Rollout
 
 
@@ -38,7 +39,9 @@ class Batch:
         loss_mask: ``(B, T)`` float32, 1 on the policy tokens that are trained.
         old_logprobs: ``(B, T)`` float32 sampler logprobs, or None when the rollouts had none
             (the learner then uses the current policy's, detached).
-        advantages: ``(B,)`` float32, one per sequence, 0 on padding rows.
+        advantages: ``(B,)`` float32, one per sequence, 0 on padding rows; with
+            ``advantage="turn"`` ``(B, T)``, one per token (each policy turn's own, see
+            :mod:`textgym.algos.grpo.turns`), 0 off the loss mask.
         loss_weights: ``(B, T)`` float32 aggregation weights (0 off the loss mask).
         rewards: ``(B,)`` float32 episode rewards (with the soft overlong penalty, see
             :func:`shaped_rewards`), 0 on padding rows; each sample of a split episode has its
@@ -138,7 +141,9 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
     episodes). Sequences longer than ``config.max_length`` are cut there. Rows are padded to a multiple of
     ``config.micro_batch_size`` and tokens to :func:`bucket_length`. Episodes that ended with
     ``end_reason == "env_error"`` keep their row but get no loss tokens and advantage 0, and the
-    advantages of their groups are computed over the other episodes alone.
+    advantages of their groups are computed over the other episodes alone. With
+    ``config.advantage == "turn"`` the advantages are per token, ``(B, T)``: each policy turn's
+    (``Rollout.turn_spans``) from :func:`rollout_advantages`.
 
     Args:
         rollouts: Episodes with ``token_ids``, ``loss_mask`` and (optionally) ``logprobs``.
@@ -183,21 +188,15 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
     positions = np.maximum(np.cumsum(attention_mask, axis=1) - 1, 0).astype(np.int32)
 
     episode_rewards = shaped_rewards(rollouts, config)
-    episode_advantages = np.zeros(len(rollouts), dtype=np.float32)
-    groups = group_ids([r.group for r in rollouts], config.group_size)
-    kept = np.flatnonzero(~failed)
-    if kept.size:
-        _, dense = np.unique(groups[kept], return_inverse=True)
-        episode_advantages[kept] = group_advantages(
-            episode_rewards[kept], dense.astype(np.int64), config.advantage_scaling, config.advantage_eps
-        )
-        below = episode_advantages < 0
-        episode_advantages[below] *= config.negative_advantage_scale
+    scored = rollout_advantages(rollouts, config)
     owner = np.array([i for i, _, _ in samples], dtype=np.int64)
     rewards = np.zeros(rows, dtype=np.float32)
     rewards[:n] = episode_rewards[owner]
-    advantages = np.zeros(rows, dtype=np.float32)
-    advantages[:n] = episode_advantages[owner]
+    if scored.turns is None:
+        advantages = np.zeros(rows, dtype=np.float32)
+        advantages[:n] = scored.episodes[owner]
+    else:
+        advantages = _token_advantages(rollouts, samples, lengths, scored.turns, loss_mask)
 
     return Batch(
         input_ids=input_ids,
@@ -212,6 +211,77 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
         token_count=int(loss_mask.sum()),
         env_errors=int(failed[owner].sum()),
     )
+
+
+@dataclass(frozen=True)
+class Advantages:
+    """The advantages :func:`pack` gives a list of rollouts.
+
+    Attributes:
+        episodes: ``(N,)`` float32 group-relative episode advantages, ``negative_advantage_scale``
+            applied, 0 for ``env_error`` episodes: every token's with ``advantage="episode"``.
+        turns: With ``advantage="turn"``, one ``(turns,)`` float32 array per episode: each policy
+            turn's token advantage (the episode's and the turn's mixed, then
+            ``negative_advantage_scale``); None otherwise.
+        anchors: With ``advantage="turn"``, the anchor groups (for their metrics); None otherwise.
+    """
+
+    episodes: np.ndarray
+    turns: list[np.ndarray] | None = None
+    anchors: TurnAdvantages | None = None
+
+
+def rollout_advantages(rollouts: Sequence[Rollout], config: GRPOConfig) -> Advantages:
+    """Each episode's advantage, and with ``config.advantage == "turn"`` each turn's.
+
+    Episodes that ended with ``end_reason == "env_error"`` get 0 and are left out of their
+    group's (and their anchor groups') statistics.
+    """
+    failed = np.array([r.end_reason == "env_error" for r in rollouts])
+    episode_rewards = shaped_rewards(rollouts, config)
+    raw = np.zeros(len(rollouts), dtype=np.float32)
+    groups = group_ids([r.group for r in rollouts], config.group_size)
+    kept = np.flatnonzero(~failed)
+    dense = np.zeros(0, np.int64)
+    if kept.size:
+        _, dense = np.unique(groups[kept], return_inverse=True)
+        raw[kept] = group_advantages(episode_rewards[kept], dense.astype(np.int64), config.advantage_scaling, config.advantage_eps)
+    episodes = _scale_negative(raw, config)
+    if config.advantage == "episode":
+        return Advantages(episodes)
+    anchors = turn_advantages([rollouts[i] for i in kept], dense, config)
+    w = config.turn_advantage_weight
+    turns = [np.zeros(len(r.turn_rewards or ()), np.float32) for r in rollouts]
+    for i, per_turn in zip(kept, anchors.per_episode):
+        turns[i] = _scale_negative(((1.0 - w) * np.float64(raw[i]) + w * per_turn.astype(np.float64)).astype(np.float32), config)
+    return Advantages(episodes, turns, anchors)
+
+
+def _scale_negative(advantages: np.ndarray, config: GRPOConfig) -> np.ndarray:
+    """``advantages`` with the values below 0 multiplied by ``negative_advantage_scale`` (a copy)."""
+    out = advantages.copy()
+    out[out < 0] *= config.negative_advantage_scale
+    return out
+
+
+def _token_advantages(
+    rollouts: Sequence[Rollout],
+    samples: list[tuple[int, int, int]],
+    lengths: list[int],
+    turns: list[np.ndarray],
+    loss_mask: np.ndarray,
+) -> np.ndarray:
+    """``(B, T)``: each row's tokens get the advantage of the turn (``turn_spans``) they belong to,
+    0 off the loss mask and on a span without a scored turn (one the env never answered)."""
+    out = np.zeros(loss_mask.shape, dtype=np.float32)
+    for row, ((i, a, _), size) in enumerate(zip(samples, lengths)):
+        spans = rollouts[i].turn_spans or ()
+        values = turns[i]
+        for t, (start, end) in enumerate(spans):
+            lo, hi = max(start - a, 0), min(end - a, size)
+            if lo < hi and t < len(values):
+                out[row, lo:hi] = values[t]
+    return out * (loss_mask > 0)
 
 
 def shaped_rewards(rollouts: Sequence[Rollout], config: GRPOConfig) -> np.ndarray:
@@ -250,7 +320,8 @@ def drop_zero_std_groups(rollouts: Sequence[Rollout], config: GRPOConfig) -> tup
     A group whose rewards are all equal has advantage 0 everywhere: it adds no policy gradient
     but counts in the token mean. With ``config.filter_zero_std_groups`` its rollouts are
     dropped (DAPO's dynamic sampling, without resampling); without it every rollout is kept and
-    only the count is reported.
+    only the count is reported. With ``advantage="turn"`` a group whose turns of one state had
+    different returns has a signal too, even when its episodes' rewards are equal.
     """
     groups = group_ids([r.group for r in rollouts], config.group_size)
     rewards = shaped_rewards(rollouts, config)
@@ -258,6 +329,9 @@ def drop_zero_std_groups(rollouts: Sequence[Rollout], config: GRPOConfig) -> tup
     spread = np.zeros(n_groups, dtype=bool)
     for g in range(n_groups):
         spread[g] = np.ptp(rewards[groups == g]) > 0
+    if config.advantage == "turn" and config.turn_advantage_weight > 0:
+        for g, turns in zip(groups, rollout_advantages(rollouts, config).turns):
+            spread[g] |= bool(np.any(turns != 0))
     zero = int((~spread).sum())
     if not config.filter_zero_std_groups:
         return list(rollouts), zero

@@ -24,7 +24,8 @@ def grpo_loss(
     * ``gspo``: the same with ``r`` replaced by the sequence's ``exp(mean_t(logp - old_logp))``;
     * ``cispo``: ``-sg(clip(r)) * A * logp`` (``sg``: no gradient).
 
-    With a rollout correction the term is multiplied by ``batch.is_weights``.
+    With a rollout correction the term is multiplied by ``batch.is_weights``. ``A`` is the
+    sequence's advantage, or the token's when ``batch.advantages`` is ``(B, T)`` (turn-level).
 
     Every metric is a weighted sum over tokens with weights normalised by the *global* counts in
     ``batch``, so each value computed on micro-batches adds up to the value on the whole batch.
@@ -59,7 +60,8 @@ def grpo_loss(
     old = logprobs if batch.old_logprobs is None else np.asarray(batch.old_logprobs, dtype=np.float64)
     mask = np.asarray(batch.loss_mask, dtype=np.float64)
     weights = np.asarray(batch.loss_weights, dtype=np.float64)
-    adv = np.asarray(batch.advantages, dtype=np.float64)[:, None]
+    adv = np.asarray(batch.advantages, dtype=np.float64)
+    adv = adv if adv.ndim == 2 else adv[:, None]  # (B, T) per token (turn-level), or (B,) per sequence
     low, high = 1.0 - config.clip_eps_low, 1.0 + config.clip_eps_high
 
     # Off-mask positions may hold anything (padding): zero the log-ratio there so exp stays finite.

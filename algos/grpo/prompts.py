@@ -89,6 +89,7 @@ def split_prompts(batch: Batch, pad_id: int, prompt_multiple: int = 1, rest_mult
         positions=(cut[:, None] + np.arange(columns)).astype(np.int32),
         loss_mask=rest(batch.loss_mask),
         loss_weights=rest(batch.loss_weights),
+        advantages=rest(batch.advantages) if batch.advantages.ndim == 2 else batch.advantages,
         old_logprobs=old,
         is_weights=is_weights,
     )

@@ -213,7 +213,7 @@ class Learner(BaseLearner):
         prompts = bucket_length(max(len(s.prompt_ids) for s in splits), _UNBOUNDED, min_bucket=1)
         width = max(s.prompt_ids.shape[1] for s in splits)
         columns = fine_bucket(max(s.rest.shape[1] for s in splits))
-        arrays = ("input_ids", "attention_mask", "positions", "loss_mask", "loss_weights", "old_logprobs", "is_weights")
+        arrays = ("input_ids", "attention_mask", "positions", "loss_mask", "loss_weights", "advantages", "old_logprobs", "is_weights")
         padded = [
             PromptSplit(
                 _pad_prompts(s.prompt_ids, prompts, width, pad),

@@ -39,7 +39,7 @@ def grpo_loss(
     if config.kl_beta > 0 and ref_logprobs is None:
         raise ValueError("kl_beta > 0 needs ref_logprobs")
     mask, weights = batch.loss_mask, batch.loss_weights
-    adv = batch.advantages[:, None]
+    adv = batch.advantages if batch.advantages.ndim == 2 else batch.advantages[:, None]  # (B, T) per token, or (B,)
     old = jax.lax.stop_gradient(logprobs) if batch.old_logprobs is None else batch.old_logprobs
     on_mask = mask > 0
     low, high = 1.0 - config.clip_eps_low, 1.0 + config.clip_eps_high

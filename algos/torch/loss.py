@@ -38,7 +38,8 @@ def grpo_loss(
 
     mask = tensor(batch.loss_mask)
     weights = tensor(batch.loss_weights)
-    adv = tensor(batch.advantages)[:, None]
+    adv = tensor(batch.advantages)
+    adv = adv if adv.ndim == 2 else adv[:, None]  # (B, T) per token (turn-level), or (B,) per sequence
     old = logprobs.detach() if batch.old_logprobs is None else tensor(batch.old_logprobs)
     on_mask = mask > 0
 

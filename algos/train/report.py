@@ -84,15 +84,26 @@ def progress_bar(description: str, total: int, completed: int = 0, enabled: bool
         yield _Bar()
 
 
-def write_step_rollouts(out: Path, step: int, rollouts: list[Any], advantages: list[float], policy_version: int) -> Path:
-    """``rollouts/step_XXXXXX.jsonl``: the step's episodes with their ``step``, ``advantage`` and
-    ``policy_version`` (the GRPO steps behind the weights that sampled them; ``step - 1`` unless
-    sampling ran ahead) (a resumed run rewrites the same file identically)."""
+def write_step_rollouts(
+    out: Path,
+    step: int,
+    rollouts: list[Any],
+    advantages: list[float],
+    policy_version: int,
+    turn_advantages: list[list[float]] | None = None,
+) -> Path:
+    """``rollouts/step_XXXXXX.jsonl``: the step's episodes with their ``step``, ``advantage``,
+    ``turn_advantages`` (each turn's, with turn-level advantages) and ``policy_version`` (the GRPO
+    steps behind the weights that sampled them; ``step - 1`` unless sampling ran ahead) (a resumed
+    run rewrites the same file identically)."""
     path = out / ROLLOUTS / f"step_{step:06d}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
+    per_turn = turn_advantages if turn_advantages is not None else [None] * len(rollouts)
     with open(path, "w", encoding="utf-8") as fh:
-        for r, advantage in zip(rollouts, advantages):
+        for r, advantage, turns in zip(rollouts, advantages, per_turn):
             record = {"step": step, "advantage": float(advantage), "policy_version": policy_version, **r.to_dict()}
+            if turns is not None:
+                record["turn_advantages"] = turns
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
     return path
 

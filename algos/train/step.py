@@ -18,6 +18,7 @@ from textgym.algos import backends
 from textgym.algos.config import GRPOConfig, TrainConfig
 from textgym.algos.distributed import processes
 from textgym.algos.grpo import drop_zero_std_groups, pack, policy_prefix
+from textgym.algos.grpo.batch import Advantages, rollout_advantages
 from textgym.algos.models.files import read_json
 from textgym.algos.train.episodes import collect_step
 from textgym.algos.train.report import ROLLOUTS, env_name, write_step_rollouts
@@ -44,9 +45,8 @@ def grpo_step(
     t2 = time.perf_counter()
     version = int(sampled.get("async/policy_version", step))  # the weights that sampled the step
     if processes.is_writer() and config.log_rollouts_every and (step == 0 or (step + 1) % config.log_rollouts_every == 0):
-        # Every episode, also those of groups the zero-std filter dropped (advantage 0: all rewards equal).
-        trained = dict(zip(map(id, update.kept), update.batch.advantages)) if update.batch is not None else {}
-        write_step_rollouts(Path(config.output_dir), step + 1, rollouts, [float(trained.get(id(r), 0.0)) for r in rollouts], version)
+        advantages, turn_advantages = logged_advantages(grpo, rollouts, update)
+        write_step_rollouts(Path(config.output_dir), step + 1, rollouts, advantages, version, turn_advantages)
     by_env = [[r for r in rollouts if r.env_id == env] for env in venvs]
     record = {"step": step + 1} | train_stats(rollouts)
     if len(venvs) > 1:
@@ -67,6 +67,7 @@ def grpo_step(
             "train/env_errors": sum(r.end_reason == "env_error" for r in rollouts),
             "stats/zero_std_groups": float(update.zero_std),
             **end_fractions(rollouts),
+            **(update.advantages.anchors.metrics() if update.advantages is not None and update.advantages.anchors is not None else {}),
             **update.metrics,
         }
         | sampled
@@ -87,6 +88,8 @@ class Update(NamedTuple):
     """The learner's metrics (empty: the update was skipped)."""
     seconds: dict[str, float]
     """``time/pack`` (filter, advantages, packing) and ``time/update`` (the learner's step; 0 when skipped)."""
+    advantages: Advantages | None = None
+    """The kept rollouts' advantages, per episode and (``advantage="turn"``) per turn (None: none kept)."""
 
 
 def learn_from(grpo: GRPOConfig, model: Any, learner: Any, rollouts: list[Any]) -> Update:
@@ -95,13 +98,26 @@ def learn_from(grpo: GRPOConfig, model: Any, learner: Any, rollouts: list[Any]) 
     t0 = time.perf_counter()
     kept, zero_std = drop_zero_std_groups(rollouts, grpo)
     batch = pack([policy_prefix(r) for r in kept], grpo, pad_id=model.pad_id) if kept else None
+    scored = rollout_advantages(kept, grpo) if kept else None  # what pack gave each episode and turn, for the records
     # No group with differing rewards means no policy gradient; an optimiser step would still move
     # the weights (Adam's momentum), so it is skipped (DAPO's dynamic sampling, at batch level).
     signal = batch is not None and (bool(np.any(batch.advantages != 0)) or grpo.kl_beta > 0)
     t1 = time.perf_counter()
     metrics = learner.train_step(batch) if signal else {}
     seconds = {"time/pack": t1 - t0, "time/update": time.perf_counter() - t1 if signal else 0.0}
-    return Update(kept, batch, zero_std, metrics, seconds)
+    return Update(kept, batch, zero_std, metrics, seconds, scored)
+
+
+def logged_advantages(grpo: GRPOConfig, rollouts: list[Any], update: Update) -> tuple[list[float], list[list[float]] | None]:
+    """Each episode's advantage in the update, and with ``advantage="turn"`` each turn's: 0 for
+    the episodes of groups the zero-std filter dropped (every episode is logged, also those)."""
+    scored = update.advantages
+    at = {id(r): k for k, r in enumerate(update.kept)} if scored is not None else {}
+    episodes = [float(scored.episodes[at[id(r)]]) if id(r) in at else 0.0 for r in rollouts]
+    if grpo.advantage != "turn":
+        return episodes, None
+    turns = [[float(a) for a in scored.turns[at[id(r)]]] if id(r) in at else [0.0] * len(r.turn_rewards or ()) for r in rollouts]
+    return episodes, turns
 
 
 def replay_logged_steps(out: str | os.PathLike, model: str | os.PathLike, backend: str) -> tuple[Any, list[dict[str, float]]]:

@@ -97,6 +97,7 @@ class CodeEnv(TextEnv):
     - `reward="binary"` (default): 1.0 when every test of the task passes, else 0.0.
       `reward="fraction"`: the fraction of tests the final submission passed. The reward is given at
       the end, 0.0 before.
+    - `info["state_key"]` on reset and every step: a digest of the task and the last feedback.
     - `info["verification"]` after every submission: `passed`, `total`, `all_passed`, `load_error`
       and `tests`, one entry per test with `index`, `kind` (`call`, `stdio`, `check`), `passed`,
       `input`, `expected`, `got`, `error` and `timeout`, and `sandbox_error` (None unless the sandbox

@@ -90,7 +90,9 @@ class SudokuEnv(TextEnv):
     `user` message with the board and the number of empty cells (and how many moves were rejected).
     The last message is always the env's.
 
-    `info` on reset: `task_id`, `turn`, `error`, `tools` (the `place` schema). On the last step also
+    `info` on reset: `task_id`, `turn`, `error`, `tools` (the `place` schema), and on reset and every
+    step `state_key`, a digest of the board as shown and the last turn's refusal (the moves that made
+    the board are not in it: two orders of the same moves reach one key). On the last step also
     `success` and `verification` = `{"by": "moves" | "answer" | "truncation", "reason": ...,
     "correct": <blank cells holding the solution's digit>, "blanks": ..., "puzzle": ..., "board": ...,
     "solution": ...}`, the three grids as `N*N` characters (`.` blank; `board` is the final board, or
@@ -347,6 +349,11 @@ class SudokuEnv(TextEnv):
     @property
     def tools(self) -> Toolset:
         return self._toolset
+
+    def decision_state(self) -> str:
+        """The board as shown and the last turn's refusal, if its reply showed one (the move
+        that placed a digit is history: the board holds its effect)."""
+        return f"{self._text}\0{self.last_error or ''}"
 
     def step(self, action: Any):
         """TextEnv's step, answering the usual action, one move written exactly as :data:`MOVE`

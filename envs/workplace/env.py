@@ -17,7 +17,7 @@ from textgym.envs.workplace.lookups import guessed, lookup_calls
 from textgym.envs.workplace.schema import system_prompt
 from textgym.envs.workplace.tasks import generate, ground_truth_calls, select_templates, task_from_dict
 from textgym.envs.workplace.tools import WorkplaceTools
-from textgym.envs.workplace.verify import compare
+from textgym.envs.workplace.verify import compare, database_digest
 from textgym.envs.workplace.world import World, get_world
 from textgym.error import InvalidTask, ResetNeeded
 from textgym.messages import FrozenDict, system, user
@@ -65,7 +65,9 @@ class WorkplaceEnv(TextEnv):
     The whole conversation as a tuple of read-only chat messages. It opens with a system message
     (who the user is, *today is Thursday 2023-11-30, 09:00*, working hours 09:00 to 18:00) and the
     user's request. `info` on reset: `task_id`, `turn`, `error`, `tools` (the 27 OpenAI schemas),
-    `category`, `difficulty`. At the end it also holds `success` and `verification`.
+    `category`, `difficulty`. At the end it also holds `success` and `verification`. Every reset and
+    step `info` holds `state_key`, a digest of the database (the rows the episode's writes touched,
+    as they are now) and the last tool results.
 
     ## Actions
 
@@ -347,6 +349,11 @@ class WorkplaceEnv(TextEnv):
         self._session.rows.restore({name: set(ids) for name, ids in parts["touched"].items()}, parts["indexed"])
         self._answer = ground_truth_calls(self.task.answer or [])
         self._oracle_done = bool(parts["oracle_done"])
+
+    def decision_state(self) -> str:
+        """A digest of the database (the rows the episode's writes touched, as they are now: the
+        rest is the world's) and the last tool results."""
+        return f"{database_digest(self._session.db, self._session.touched)}\0{super().decision_state()}"
 
     def respond(self, turn: ParsedTurn) -> Outcome:
         if not turn.tool_calls:

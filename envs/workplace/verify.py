@@ -19,6 +19,8 @@ proportion to the changes, not to the size of the world.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sqlite3
 from collections import Counter
 from typing import Any
@@ -68,6 +70,18 @@ def _read(conn: sqlite3.Connection, table: S.Table, ids: set[str]) -> dict[Any, 
     marks = ", ".join("?" for _ in ids)
     sql = f'SELECT "{key}", {cols} FROM "{table.name}" WHERE "{key}" IN ({marks})'
     return {r[0]: r[1:] for r in conn.execute(sql, sorted(ids))}
+
+
+def database_digest(conn: sqlite3.Connection, touched: dict[str, set[str]]) -> str:
+    """A digest of a session database: the rows of ``touched`` (the ids its writes touched, per
+    table) as they are now, deleted ones absent. Every other row is the world's, so two sessions of
+    one world with equal digests hold equal databases."""
+    digest = hashlib.blake2b(digest_size=8)
+    for table in S.TABLES:
+        if table.name in touched:
+            rows = _read(conn, table, touched[table.name])
+            digest.update(json.dumps([table.name, sorted(rows.items(), key=lambda kv: str(kv[0]))], default=str).encode())
+    return digest.hexdigest()
 
 
 def _changes(table: S.Table, before: dict, after: dict) -> tuple[set, int, Counter, Counter]:

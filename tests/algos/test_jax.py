@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 from safetensors.numpy import load_file, save_file
 
+from tests.algos.tiny_batches import multi_turn_rollouts
 from textgym.algos.grpo import GRPOConfig, grpo_loss, pack
 from textgym.algos.jax import Learner, load_model, sampler
 from textgym.algos.jax import loss as jax_loss
@@ -352,6 +353,29 @@ def test_jax_loss_equals_the_numpy_reference(mode):
     jloss, jmetrics = jax_loss.grpo_loss(jnp.asarray(lp), b, cfg, jnp.asarray(ref))
     assert float(jloss) == pytest.approx(loss, abs=1e-6)
     assert metrics["stats/clip_frac"] > 0
+    for key, value in metrics.items():
+        assert float(jmetrics[key]) == pytest.approx(value, abs=1e-6), key
+
+
+@pytest.mark.parametrize("policy_loss", ["clip", "gspo", "cispo"])
+def test_jax_loss_with_per_token_advantages_equals_the_numpy_reference(policy_loss):
+    rng = np.random.default_rng(0)
+    cfg = GRPOConfig(
+        group_size=4,
+        micro_batch_size=8,
+        kl_beta=0.3,
+        clip_eps_high=0.28,
+        policy_loss=policy_loss,
+        advantage="turn",
+        turn_advantage_weight=0.6,
+    )
+    b = pack(multi_turn_rollouts(5), cfg, pad_id=0)
+    assert b.advantages.ndim == 2
+    lp = (b.old_logprobs + rng.normal(0, 0.4, b.shape) * b.loss_mask).astype(np.float32)
+    ref = (b.old_logprobs + rng.normal(0, 0.4, b.shape) * b.loss_mask).astype(np.float32)
+    loss, metrics = grpo_loss(lp, b, cfg, ref)
+    jloss, jmetrics = jax_loss.grpo_loss(jnp.asarray(lp), b, cfg, jnp.asarray(ref))
+    assert float(jloss) == pytest.approx(loss, abs=1e-6)
     for key, value in metrics.items():
         assert float(jmetrics[key]) == pytest.approx(value, abs=1e-6), key
 

@@ -8,6 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from tests.algos.tiny_batches import multi_turn_rollouts
 from textgym.algos.grpo import GRPOConfig, pack
 from textgym.algos.grpo import grpo_loss as reference_loss
 from textgym.algos.grpo.prompts import split_prompts
@@ -133,6 +134,23 @@ def test_sampled_frequencies_follow_the_tempered_nucleus_distribution(temperatur
 def test_torch_loss_equals_the_numpy_reference(mode):
     config = GRPOConfig(group_size=4, loss_aggregation=mode, kl_beta=0.05, clip_eps_high=0.28, micro_batch_size=4, max_length=64)
     batch = pack(random_rollouts(3), config, pad_id=0)
+    rng = np.random.default_rng(4)
+    current = np.where(batch.loss_mask > 0, batch.old_logprobs + rng.normal(0, 0.3, batch.shape), 0).astype(np.float32)
+    ref = (current + rng.normal(0, 0.2, batch.shape)).astype(np.float32)
+    want, want_metrics = reference_loss(current, batch, config, ref)
+    got, got_metrics = grpo_loss(torch.tensor(current), batch, config, torch.tensor(ref))
+    assert float(got) == pytest.approx(want, abs=1e-5)
+    for name, value in want_metrics.items():
+        assert float(got_metrics[name]) == pytest.approx(value, abs=1e-5), name
+
+
+@pytest.mark.parametrize("policy_loss", ["clip", "gspo", "cispo"])
+def test_torch_loss_with_per_token_advantages_equals_the_numpy_reference(policy_loss):
+    config = GRPOConfig(
+        group_size=4, kl_beta=0.05, micro_batch_size=4, max_length=64, policy_loss=policy_loss, advantage="turn", turn_advantage_weight=0.6
+    )
+    batch = pack(multi_turn_rollouts(3), config, pad_id=0)
+    assert batch.advantages.ndim == 2
     rng = np.random.default_rng(4)
     current = np.where(batch.loss_mask > 0, batch.old_logprobs + rng.normal(0, 0.3, batch.shape), 0).astype(np.float32)
     ref = (current + rng.normal(0, 0.2, batch.shape)).astype(np.float32)

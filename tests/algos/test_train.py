@@ -71,7 +71,22 @@ class TwoTurnEnv(AsciiFirstEnv):
         return super().respond(turn)
 
 
+class SecondTurnEnv(AsciiFirstEnv):
+    """Two turns: the first reply always gets "again", the second is scored like AsciiFirst's."""
+
+    def __init__(self, **kwargs):
+        super().__init__(max_turns=2, **kwargs)
+
+    def respond(self, turn):
+        if self.turn == 0:
+            return Outcome([M.user("again")], 0.0, False, False, {})
+        return super().respond(turn)
+
+
 TWO_TURN_ID = "textgym-test/TwoTurn-v0"
+SECOND_TURN_ID = "textgym-test/SecondTurn-v0"
+if SECOND_TURN_ID not in gym.registry:
+    gym.register(SECOND_TURN_ID, entry_point=SecondTurnEnv)
 if ENV_ID not in gym.registry:
     gym.register(ENV_ID, entry_point=AsciiFirstEnv)
 if TWO_TURN_ID not in gym.registry:
@@ -455,6 +470,26 @@ def test_logged_steps_keep_the_groups_the_zero_std_filter_drops(model_dir, tmp_p
         rewards = {r["reward"] for r in lines if r["group"] == g}
         if len(rewards) == 1:  # a dropped group: no advantage
             assert all(r["advantage"] == 0.0 for r in lines if r["group"] == g)
+
+
+def test_turn_level_advantages_train_and_are_logged_per_turn(model_dir, tmp_path):
+    """SecondTurn's first reply always gets "again": with turn_discount 0 its turns from the start
+    pay nothing whatever comes later (advantage 0), and the second turns carry the episode's signal."""
+    jsonschema = pytest.importorskip("jsonschema")
+    grpo = GRPOConfig(
+        group_size=4, lr=3e-3, max_new_tokens=3, max_length=128, micro_batch_size=4, seed=0, advantage="turn", turn_discount=0.0
+    )
+    train_module.train(config(model_dir, tmp_path / "run", env=SECOND_TURN_ID, steps=1, prompts_per_step=4, eval_every=10, grpo=grpo))
+    lines = [json.loads(line) for line in (tmp_path / "run" / "rollouts" / "step_000001.jsonl").open()]
+    check = jsonschema.Draft202012Validator(rollout_schema())
+    assert all(not list(check.iter_errors(r)) for r in lines)
+    for r in lines:
+        assert len(r["turn_advantages"]) == len(r["turn_rewards"]) == 2 and r["turn_advantages"][0] == 0.0
+        assert r["turn_advantages"][1] == pytest.approx(r["advantage"], abs=1e-5)  # one state per group at turn 2
+    assert any(r["advantage"] != 0 for r in lines)
+    step = read_metrics(tmp_path / "run" / "metrics.jsonl")[1]
+    assert step["turn/anchor_groups"] == 8 and step["turn/anchor_group_size_mean"] == 4 and step["turn/singleton_fraction"] == 0
+    assert step["train/skipped_update"] == 0
 
 
 def test_a_mixtures_warm_start_demonstrates_every_env_with_its_own_settings(model_dir):

@@ -563,3 +563,27 @@ def test_the_hardest_known_puzzles_fit_the_search_budget():
     env = gym.make("textgym/Sudoku-v0")
     env.reset(options={"task": {"puzzle": inkala}})
     assert env.unwrapped.task.metadata["unique"] is True
+
+
+def test_state_key_is_the_board_and_the_last_refusal_not_the_history():
+    a, b = pinned(), pinned()
+    start = a.reset(options={"task": {"puzzle": P4}})[1]["state_key"]
+    assert b.reset(options={"task": {"puzzle": P4}})[1]["state_key"] == start and len(start) == 16
+    # Two moves in either order reach one board, one state; each first move leaves a state of its own.
+    a_keys = [a.step(call(1, 2, 2))[4]["state_key"], a.step(call(1, 3, 3))[4]["state_key"]]
+    b_keys = [b.step(call(1, 3, 3))[4]["state_key"], b.step(call(1, 2, 2))[4]["state_key"]]
+    assert a_keys[1] == b_keys[1] and len({start, a_keys[0], b_keys[0], a_keys[1]}) == 4
+    # A refused move changes no cell, but its refusal is what the model sees next: the same
+    # refusal is the same state, and once a move is accepted the refusal is gone from it.
+    c, d = pinned(), pinned()
+    refused = c.step(call(1, 1, 2))[4]["state_key"]
+    assert d.step(call(1, 1, 2))[4]["state_key"] == refused != start
+    assert d.step(call(1, 4, 4))[4]["state_key"] != c.step(call(1, 1, 3))[4]["state_key"]
+    assert c.step(call(1, 2, 2))[4]["state_key"] == a_keys[0]
+    # A restored state has its key, refusal included.
+    copy = SudokuEnv()
+    _, info = copy.reset(options={"state": c.get_state()})
+    assert info["state_key"] == c.state_key() == a_keys[0]
+    c.step(call(1, 1, 4))
+    copy.set_state(c.get_state())
+    assert copy.state_key() == c.state_key() != a_keys[0]

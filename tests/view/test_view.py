@@ -164,6 +164,24 @@ def test_the_token_view_colours_the_loss_mask_and_shows_logprobs_and_the_group(b
     screenshot(group, "group")
 
 
+def test_each_assistant_turn_shows_its_reward_and_advantage(browser, record_files, tmp_path):
+    played = next(r for r in records_in(record_files["workplace"]) if r["turns"] >= 2)
+    advantages = [0.25 * (k + 1) for k in range(played["turns"])]
+    trained = dict(played, step=1, advantage=0.5, turn_advantages=advantages)
+    older = {k: v for k, v in played.items() if k not in ("turn_rewards", "turn_state_keys")}
+    path = tmp_path / "turns.jsonl"
+    path.write_text(json.dumps(trained) + "\n" + json.dumps(older) + "\n")
+    out = tmp_path / "turns.html"
+    assert main(["view", str(path), "--out", str(out)]) == 0
+    open_page(browser, out, 0)
+    badges = browser.find_elements(By.CSS_SELECTOR, "#conversation .msg.assistant .turn-reward")
+    want = [f"turn {k + 1} · reward {r:.3f} · advantage {a:.3f}" for k, (r, a) in enumerate(zip(played["turn_rewards"], advantages))]
+    assert [b.text for b in badges] == want
+    assert badges[0].get_attribute("title") == f"state {played['turn_state_keys'][0]}"
+    open_page(browser, out, 1)
+    assert not browser.find_elements(By.CSS_SELECTOR, "#conversation .turn-reward")  # a record from before turn rewards
+
+
 def test_a_record_written_before_end_reasons_still_loads_and_views(browser, record_files, tmp_path):
     out = tmp_path / "old.html"
     assert main(["view", str(record_files["old"]), "--out", str(out)]) == 0

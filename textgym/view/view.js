@@ -133,6 +133,8 @@
     selectedRow.classList.add("selected");
     if (selectedRow.isConnected) selectedRow.scrollIntoView({ block: "nearest" });
     const detail = $("#detail");
+    let turns = 0;
+    const turnOf = ep.messages.map((m) => (m.role === "assistant" ? turns++ : null));  // each assistant message's turn
     detail.replaceChildren(...[
       h("h2", {}, `#${ep.i} · ${ep.env} · ${ep.task ?? ""}`),
       h("div", { class: "meta" },
@@ -141,7 +143,7 @@
         meta("turns", ep.turns), meta("advantage", fmt(ep.advantage, 3)), meta("record", ep.source)),
       guarded("group", ep.group, () => groupPanel(ep)),
       h("h3", {}, "Conversation"),
-      h("div", { id: "conversation" }, ep.messages.map((m) => guarded("message", { ...m, content: text(m) }, () => message(m)))),
+      h("div", { id: "conversation" }, ep.messages.map((m, j) => guarded("message", { ...m, content: text(m) }, () => message(m, turnBadge(ep, turnOf[j]))))),
       h("h3", {}, guarded("verification", null, () => envTitle(ep))),
       h("div", { id: "env-panel" }, guarded("verification", ep.verifications, () => envPanel(ep))),
       h("h3", {}, "Tokens"), h("div", { id: "token-panel" }, guarded("tokens", ep.tokens, () => tokenPanel(ep)))].filter(Boolean));
@@ -166,7 +168,16 @@
           h("td", {}, e.advantage === null || e.advantage === undefined ? "n/a" : fmt(e.advantage, 3)), h("td", {}, endBadge(e.end))))));
   }
 
-  function message(m) {
+  // The reward of the env step that answered a turn, and the turn's advantage where the run trained on one.
+  function turnBadge(ep, t) {
+    const rewards = ep.turn_rewards, advantages = ep.turn_advantages, states = ep.turn_states;
+    if (t === null || !Array.isArray(rewards) || t >= rewards.length) return null;
+    const adv = Array.isArray(advantages) && t < advantages.length ? ` \u00b7 advantage ${fmt(advantages[t], 3)}` : "";
+    const state = Array.isArray(states) && t < states.length ? `state ${states[t]}` : null;
+    return h("span", { class: "turn-reward", title: state }, `turn ${t + 1} \u00b7 reward ${fmt(rewards[t], 3)}${adv}`);
+  }
+
+  function message(m, badge) {
     const content = text(m);
     const role = m.role === "tool" ? `tool result${m.name ? ": " + m.name : ""}` : m.role;
     const body = m.role === "system" && content.length > 400
@@ -178,7 +189,7 @@
       try { args = JSON.stringify(typeof args === "string" ? JSON.parse(args) : args); } catch (e) { /* shown as sent */ }
       return h("div", { class: "call" }, `\u2192 ${f.name}(${args})`);
     });
-    return h("div", { class: "msg " + m.role }, h("div", { class: "role" }, role), body, calls);
+    return h("div", { class: "msg " + m.role }, h("div", { class: "role" }, role, badge), body, calls);
   }
 
   // <tool_call> and <answer> blocks written as text stand out from the prose around them.

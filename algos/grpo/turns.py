@@ -1,0 +1,101 @@
+"""Turn-level advantages: each policy turn scored against the turns that left from the same state.
+
+Episode-level GRPO gives every token of an episode its one advantage, so a right move in a failed
+episode is pushed down with the rest. GiGPO (Feng et al., 2025) adds step-level groups without
+extra rollouts: the turns of a GRPO group whose env states are equal (an *anchor* state, here
+``Rollout.turn_state_keys``) form a group of their own, and each turn's return from that turn on
+is compared with theirs. The token advantage mixes the two levels::
+
+    A_token = (1 - w) * A_episode + w * A_turn        (w = GRPOConfig.turn_advantage_weight)
+
+GiGPO's ``A_E + omega * A_S`` is ``w = omega / (1 + omega)``, scaled by ``1 + omega``.
+``negative_advantage_scale`` applies to the mixed value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from textgym.algos.config.grpo import GRPOConfig
+from textgym.algos.grpo.advantages import group_advantages
+from textgym.rollout import Rollout
+
+
+def turn_returns(rewards: Sequence[float], discount: float) -> np.ndarray:
+    """``G_t = sum_j discount**j * r_(t+j)``: each turn's return from that turn on.
+
+    Example:
+        >>> turn_returns([0.0, 0.5, 1.0], 0.5).tolist()
+        [0.5, 1.0, 1.0]
+    """
+    returns = np.zeros(len(rewards), dtype=np.float64)
+    later = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        later = float(rewards[t]) + discount * later
+        returns[t] = later
+    return returns
+
+
+@dataclass(frozen=True)
+class TurnAdvantages:
+    """Every turn's advantage within its anchor group.
+
+    Attributes:
+        per_episode: One ``(turns,)`` float32 array per episode given, in order.
+        anchor_sizes: ``(A,)`` the number of turns in each anchor group.
+    """
+
+    per_episode: list[np.ndarray]
+    anchor_sizes: np.ndarray
+
+    def metrics(self) -> dict[str, float]:
+        """``turn/anchor_groups``, ``turn/anchor_group_size_mean`` (turns per anchor group) and
+        ``turn/singleton_fraction`` (of turns whose state no other turn of their group left from:
+        their turn advantage is 0)."""
+        sizes = self.anchor_sizes
+        turns = int(sizes.sum())
+        return {
+            "turn/anchor_groups": float(sizes.size),
+            "turn/anchor_group_size_mean": float(sizes.mean()) if sizes.size else 0.0,
+            "turn/singleton_fraction": float((sizes == 1).sum() / turns) if turns else 0.0,
+        }
+
+
+def turn_advantages(rollouts: Sequence[Rollout], groups: np.ndarray, config: GRPOConfig) -> TurnAdvantages:
+    """Each turn's return against those of the turns of its GRPO group with the same state key.
+
+    Scaled as ``config.advantage_scaling`` scales episodes: ``(G - mean) / (std + eps)`` over the
+    anchor group (``group``), over every turn of the batch (``batch``), or not at all (``none``).
+    A state met once, or an anchor group whose returns are all equal, gives 0.
+
+    Args:
+        rollouts: Episodes with ``turn_rewards`` and ``turn_state_keys``.
+        groups: ``(N,)`` dense GRPO group indices of ``rollouts``.
+        config: Supplies ``turn_discount``, ``advantage_scaling`` and ``advantage_eps``.
+
+    Raises:
+        ValueError: A rollout lacks per-turn rewards or state keys (a record written before they
+            existed, or an env that reports no ``state_key``).
+    """
+    anchors: dict[tuple[int, str], int] = {}
+    returns, ids, lengths = [], [], []
+    for r, g in zip(rollouts, groups):
+        if r.turn_rewards is None or r.turn_state_keys is None or len(r.turn_state_keys) != len(r.turn_rewards):
+            raise ValueError(
+                f"advantage='turn' needs turn_rewards and turn_state_keys (one per turn) in every rollout; "
+                f"an episode of {r.env_id} task {r.task_id} has none (an older record, or an env without info['state_key'])"
+            )
+        returns.append(turn_returns(r.turn_rewards, config.turn_discount))
+        ids += [anchors.setdefault((int(g), key), len(anchors)) for key in r.turn_state_keys]
+        lengths.append(len(r.turn_rewards))
+    flat_ids = np.asarray(ids, dtype=np.int64)
+    flat = (
+        group_advantages(np.concatenate(returns), flat_ids, config.advantage_scaling, config.advantage_eps)
+        if flat_ids.size
+        else np.zeros(0, np.float32)
+    )
+    per_episode = np.split(flat, np.cumsum(lengths)[:-1]) if lengths else []
+    return TurnAdvantages(per_episode, np.bincount(flat_ids, minlength=len(anchors)))
