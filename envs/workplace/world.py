@@ -39,6 +39,8 @@ CSV_NAMES: dict[str, tuple[str, ...]] = {
 
 CHUNK = 4096
 """Bytes per compared piece of a database image (SQLite's default page size)."""
+SCHEMA_SQL = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
+"""The schema of a database, comparable with the world's own (rootpage is where it lies, not what it is)."""
 
 
 class World:
@@ -62,6 +64,7 @@ class World:
         db.execute("ANALYZE")  # statistics for the planner, part of the image every session clones
         db.commit()
         self.image: bytes = db.serialize()
+        self.schema: list[tuple] = db.execute(SCHEMA_SQL).fetchall()
         self.rows: dict[str, list[dict[str, Any]]] = {
             t.name: [dict(zip(t.names, r)) for r in db.execute(f'SELECT * FROM "{t.name}"')] for t in S.TABLES
         }
@@ -93,11 +96,49 @@ class World:
         return changed, b"".join(image[i * CHUNK : (i + 1) * CHUNK] for i in changed), len(image)
 
     def patch(self, changed: list[int], chunks: bytes, length: int) -> bytes:
-        """The image that :meth:`delta` described, rebuilt on the world's."""
+        """The image that :meth:`delta` described, rebuilt on the world's.
+
+        Raises:
+            ValueError: The chunk indices, the chunks' bytes and the length do not agree (a
+                forged state): nothing is built before every size is checked against the bytes given.
+        """
+        if type(length) is not int or length <= 0 or not isinstance(changed, list) or not all(type(i) is int for i in changed):
+            raise ValueError("the database's length or chunk indices are not positive integers")
+        count = -(-length // CHUNK)
+        if changed != sorted(set(changed)) or (changed and not 0 <= changed[0] <= changed[-1] < count):
+            raise ValueError(f"the database's chunk indices are not distinct, in order, and within its {count} chunks")
+        extra = count - -(-len(self.image) // CHUNK)  # chunks past the world's image: each must be given
+        if extra > 0 and (extra > len(changed) or changed[-extra:] != list(range(count - extra, count))):
+            raise ValueError("the database is longer than the world's and its chunks do not fill the rest")
+        if len(chunks) != sum(min(CHUNK, length - i * CHUNK) for i in changed):
+            raise ValueError(f"the database's chunks hold {len(chunks)} bytes, not what its indices and length say")
         base, new = memoryview(self.image), memoryview(chunks)
         replaced = {i: new[k * CHUNK : (k + 1) * CHUNK] for k, i in enumerate(changed)}
-        count = -(-length // CHUNK)
-        return b"".join(replaced.get(i, base[i * CHUNK : min((i + 1) * CHUNK, length)]) for i in range(count))
+        image = b"".join(replaced.get(i, base[i * CHUNK : min((i + 1) * CHUNK, length)]) for i in range(count))
+        if len(image) != length:
+            raise ValueError(f"the database's chunks rebuild {len(image)} bytes, not {length}")
+        return image
+
+    def check_image(self, image: bytes) -> None:
+        """Refuse a database image a session of this world cannot have written: a schema other
+        than the world's own (a trigger, a view, a table or index it does not create) or pages
+        that fail SQLite's ``quick_check``. Opened in a scratch connection: no session is touched.
+
+        Raises:
+            ValueError: Why the image is refused.
+        """
+        scratch = sqlite3.connect(":memory:")
+        try:
+            scratch.deserialize(image)
+            if scratch.execute(SCHEMA_SQL).fetchall() != self.schema:
+                raise ValueError("the database's schema is not the world's own (a trigger, view, table or index it does not create)")
+            problems = scratch.execute("PRAGMA quick_check").fetchall()
+            if problems != [("ok",)]:
+                raise ValueError(f"the database is corrupt: {problems[0][0]}")
+        except sqlite3.Error as exc:
+            raise ValueError(f"the database is corrupt: {exc}") from None
+        finally:
+            scratch.close()
 
     def initial(self, table: S.Table) -> dict[Any, tuple]:
         """The pristine rows of a table keyed by id (by position without one), compared columns only."""
