@@ -38,7 +38,7 @@ import numpy as np
 
 from textgym import state as state_format
 from textgym.error import InvalidAction, InvalidState, InvalidTask, ResetNeeded
-from textgym.messages import FrozenDict, freeze, render, thaw, tool, user
+from textgym.messages import FrozenDict, render, thaw, tool, user
 from textgym.parsing import ParsedTurn, parse_turn
 from textgym.spaces import AssistantTurn, Conversation
 from textgym.tasks import Task, load_tasks

@@ -26,7 +26,6 @@ from textgym.state import typed
 from textgym.tasks import Task
 from textgym.tools import Toolset
 
-
 TABLE_NAMES = frozenset(t.name for t in TABLES)
 
 
