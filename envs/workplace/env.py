@@ -162,10 +162,7 @@ class WorkplaceEnv(TextEnv):
         blob = typed(db, "blob", int)
         if not 0 <= blob < len(blobs):
             raise ValueError(f"the database names blob {blob} of {len(blobs)}")
-        changed = typed(db, "chunks", list)
-        image = self.world.patch(changed, blobs[blob], typed(db, "length", int))
-        if changed or len(image) != len(self.world.image):
-            self.world.check_image(image)
+        image = self.world.rebuild(typed(db, "chunks", list), blobs[blob], typed(db, "length", int))
         touched = typed(parts, "touched", dict)
         if not set(touched) <= TABLE_NAMES or not all(
             isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in touched.values()

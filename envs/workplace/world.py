@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import csv
 import functools
+import hashlib
 import os
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +41,10 @@ CSV_NAMES: dict[str, tuple[str, ...]] = {
 
 CHUNK = 4096
 """Bytes per compared piece of a database image (SQLite's default page size)."""
-SCHEMA_SQL = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
-"""The schema of a database, comparable with the world's own (rootpage is where it lies, not what it is)."""
+SCHEMA_SQL = "SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master ORDER BY type, name"
+"""The schema of a database; a session's writes never change it (nor where its b-trees start)."""
+CHECKED_KEPT = 256
+"""Database deltas remembered per world as having passed :meth:`World.check_image`."""
 
 
 class World:
@@ -75,6 +79,8 @@ class World:
             (r["name"], r["email_address"]) for r in self.rows["company_directory"] if r["email_address"] != S.USER_EMAIL
         ]
         self._initial: dict[str, dict[Any, tuple]] = {}
+        self._checked: dict[bytes, None] = {}  # digests of deltas whose images passed check_image, oldest first
+        self._checked_lock = threading.Lock()
 
     def connect(self) -> sqlite3.Connection:
         """A new private session database holding a copy of the world."""
@@ -117,6 +123,21 @@ class World:
         image = b"".join(replaced.get(i, base[i * CHUNK : min((i + 1) * CHUNK, length)]) for i in range(count))
         if len(image) != length:
             raise ValueError(f"the database's chunks rebuild {len(image)} bytes, not {length}")
+        return image
+
+    def rebuild(self, changed: list[int], chunks: bytes, length: int) -> bytes:
+        """:meth:`patch`, then :meth:`check_image` unless the image is the world's own or this
+        delta passed before (a GRPO group restores one state G times: its check is paid once)."""
+        image = self.patch(changed, chunks, length)
+        if not changed and length == len(self.image):
+            return image
+        key = hashlib.sha256(b"%d %r " % (length, changed) + chunks).digest()
+        if key not in self._checked:
+            self.check_image(image)
+            with self._checked_lock:  # served sessions restore on several threads
+                if len(self._checked) >= CHECKED_KEPT:
+                    self._checked.pop(next(iter(self._checked)))
+                self._checked[key] = None
         return image
 
     def check_image(self, image: bytes) -> None:
