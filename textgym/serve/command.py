@@ -9,7 +9,7 @@ import socket
 import sys
 
 from textgym.error import TextGymError
-from textgym.remote import TOKEN_VARIABLE, shared_token
+from textgym.remote import TOKEN_VARIABLE, checked_token, shared_token
 from textgym.serve.deadline import REQUEST_TIMEOUT
 
 
@@ -68,9 +68,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--session-timeout must be > 0, got {args.session_timeout:g}")
     if args.request_timeout <= 0:
         raise ValueError(f"--request-timeout must be > 0, got {args.request_timeout:g}")
-    token = shared_token(args.token)
-    if token is not None and (not token.isprintable() or not token.strip() or token != token.strip()):
-        raise ValueError("--token must be printable text without surrounding spaces")
+    try:
+        token = checked_token(shared_token(args.token))
+    except ValueError as exc:
+        raise ValueError(f"--token (or ${TOKEN_VARIABLE}): {exc}") from None
     server = EnvServer(
         args.env_id,
         args.env_kwargs,

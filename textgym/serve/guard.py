@@ -49,8 +49,10 @@ class Guard:
         allow_hosts: Iterable[str] = (),
         max_body: int = 1 << 20,
     ):
+        from textgym.remote import checked_token
+
         self.app = app
-        self.token = token.encode() if token else None
+        self.token = None if checked_token(token) is None else token.encode("ascii")  # an empty one is refused, not "no token"
         self.allow_origins = {o.rstrip("/").lower() for o in allow_origins}
         self.allow_hosts = {h.lower() for h in allow_hosts}
         self.max_body = int(max_body)
