@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         session_timeout=args.session_timeout,
         make_env=make_env,
     )
-    sock = _bind(args.host, args.port)
+    sock = bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     app = create_app(server, token=token, allow_origins=args.allow_origin, allow_hosts=args.allow_host)
     config = uvicorn.Config(
@@ -112,7 +112,8 @@ def _loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port``, for uvicorn to serve on; a port in use is a one-line TextGymError."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
