@@ -8,8 +8,8 @@ names with ``--preset``, else from the preset made for its env and model, if the
 the dataclasses' defaults, and the flags it was given go on top. To add a preset, write one more
 ``TrainConfig(preset="name", ...)`` and list it in :data:`PRESETS`.
 
-The numbers come from the runs recorded in docs/benchmarks.md ("Learning on Sudoku 4x4 with the tiny
-model", "Code-v0 with two attempts: code-tiny", "Workplace-v0 in two turns: workplace-tiny") and
+The numbers come from the runs recorded in docs/benchmarks.md ("Sudoku 4x4 with the tiny model
+(the README run)", "Code-v0 with two attempts: code-tiny", "Workplace-v0 in two turns: workplace-tiny") and
 docs/models.md ("Learning on SmolLM2").
 """
 
