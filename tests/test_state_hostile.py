@@ -229,3 +229,14 @@ def test_a_refused_state_leaves_an_env_without_an_episode_without_one():
     with pytest.raises(InvalidState):
         env.set_state(_forged(other, forge))
     assert env.task is None and env.conversation == ()
+
+
+def test_a_workplace_state_refused_for_its_turn_leaves_the_database_as_it_was(workplace):
+    # The database is valid; the episode is not (a live turn at max_turns): nothing may change.
+    def forge(header, blobs):
+        header["episode"]["conversation"] += [{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}] * 20
+        header["episode"]["turn"] = 20
+
+    target = _make("textgym/Workplace-v0")
+    target.reset(seed=1)
+    _refused(target, _forged(workplace, forge), "turn")

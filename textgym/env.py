@@ -27,6 +27,7 @@ token wrapper's) and ``env_error`` (the env itself failed: an ``Outcome`` with
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -250,26 +251,30 @@ class TextEnv(gym.Env):
     def restore_task(self, d: Mapping[str, Any]) -> Task:
         """The task of a state, checked as a pinned task is (``task_from_dict``). An env whose
         check of a pinned task costs more than a restore (a solve) overrides it with the checks
-        its ``begin`` makes of a Task."""
+        its ``begin`` makes of a Task; one whose ``max_turns`` depends on the task sets it here,
+        as its ``begin`` does (by rebinding: a refused state restores it)."""
         if not Task.is_record(d):
             raise ValueError("the task is not a task record")
         return self.task_from_dict(d)
 
     def _load(self, header: dict[str, Any], blobs: list[bytes]) -> None:
+        """Check the base fields, rebind them, then let ``load_episode`` check and restore the
+        env's own parts (changing the env in place only once its checks have passed, so nothing
+        may fail after it)."""
         typed = state_format.typed
         episode = typed(header, "episode", dict)
         rng = typed(episode, "rng", dict)
         kind = state_format.BIT_GENERATORS[typed(rng, "bit_generator", str)]
+        _scratch_generator(kind).state = rng  # numpy's own check of the state, on a generator no env holds
         seed = typed(episode, "seed", (int, type(None)))
         turn, done = typed(episode, "turn", int), typed(episode, "done", bool)
-        self.task = self.restore_task(typed(episode, "task", dict))
-        self.conversation = state_format.conversation(episode.get("conversation"))
-        self.turn, self._done = turn, done
-        self.load_episode(typed(header, "parts", dict), blobs)  # may set the task's own max_turns (Sudoku's default)
-        played = sum(m["role"] == "assistant" for m in self.conversation)
+        task = self.restore_task(typed(episode, "task", dict))  # may set the task's own max_turns (Sudoku's default)
+        conversation = state_format.conversation(episode.get("conversation"))
+        played = sum(m["role"] == "assistant" for m in conversation)
         if not 0 <= turn <= played or (not done and turn >= self.max_turns):
             raise ValueError(f"turn {turn} does not fit {played} assistant messages and max_turns={self.max_turns}")
-        # Last, as it changes the generator in place: numpy reads the whole state before it sets it.
+        self.task, self.conversation, self.turn, self._done = task, conversation, turn, done
+        self.load_episode(typed(header, "parts", dict), blobs)
         if self._np_random is None or type(self._np_random.bit_generator) is not kind:
             self._np_random = np.random.Generator(kind(0))
         self._np_random.bit_generator.state = rng  # the env's own generator: no entropy drawn
@@ -339,6 +344,13 @@ class TextEnv(gym.Env):
             info["end_reason"] = end_reason(outcome.end_reason, terminated, info["success"])
             self._done = True
         return self.conversation, float(outcome.reward), terminated, truncated, info
+
+
+@functools.cache
+def _scratch_generator(kind: type) -> np.random.BitGenerator:
+    """A bit generator of ``kind`` that only ever checks states (a restore sets the env's own
+    generator last, once nothing else can fail)."""
+    return kind(0)
 
 
 def end_reason(override: str | None, terminated: bool, success: bool) -> str:

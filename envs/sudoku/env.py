@@ -315,9 +315,14 @@ class SudokuEnv(TextEnv):
         return {"puzzle": self.puzzle, "solution": self.solution, "board": self.board, "correct": self._correct}
 
     def restore_task(self, d: Mapping[str, Any]) -> Task:
-        """A state's task as a record; ``load_episode`` checks it as ``begin`` checks a Task (a
-        pinned dict's check solves the puzzle, which would cost a restore milliseconds)."""
-        return Task.from_dict(d)
+        """A state's task as a record, with the turns its size allows when ``max_turns`` is the
+        default; ``load_episode`` checks it as ``begin`` checks a Task (a pinned dict's check
+        solves the puzzle, which would cost a restore milliseconds)."""
+        task = Task.from_dict(d)
+        if self._auto_turns:
+            n, _ = grid.parse_puzzle(task.data.get("puzzle"))
+            self.max_turns = n * n
+        return task
 
     def load_episode(self, parts: dict[str, Any], blobs: list[bytes]) -> None:
         """The grids of the state's task as ``begin`` builds them, and a board that only ever
@@ -341,8 +346,6 @@ class SudokuEnv(TextEnv):
         if type(correct) is not int or not 0 <= correct <= puzzle.count(0) or (not self._done and correct != placed):
             raise ValueError("the count of correct cells does not fit the board")
         self._set_board(puzzle, solution, board, correct)
-        if self._auto_turns:
-            self.max_turns = n * n
 
     def _set_board(self, puzzle: list[int], solution: list[int], board: list[int], correct: int) -> None:
         """The episode's grids and everything derived from them, for a new episode and a restored one alike."""
