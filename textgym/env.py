@@ -32,6 +32,7 @@ token wrapper's) and ``env_error`` (the env itself failed: an ``Outcome`` with
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -44,7 +45,7 @@ import numpy as np
 
 from textgym import state as state_format
 from textgym.error import InvalidAction, InvalidState, InvalidTask, ResetNeeded
-from textgym.messages import FrozenDict, freeze, render, thaw, tool, user
+from textgym.messages import FrozenDict, render, thaw, tool, user
 from textgym.parsing import ParsedTurn, parse_turn
 from textgym.spaces import AssistantTurn, Conversation
 from textgym.tasks import Task, load_tasks
@@ -164,7 +165,13 @@ class TextEnv(gym.Env):
         return {}
 
     def load_episode(self, parts: dict[str, Any], blobs: list[bytes]) -> None:
-        """Restore what ``save_episode`` wrote; ``self.task`` and the conversation are set already."""
+        """Restore what ``save_episode`` wrote; ``self.task`` and the conversation are set already.
+
+        ``parts`` and ``blobs`` are untrusted: check every field against what the env builds and
+        raise ``ValueError`` (or ``KeyError``, ``TypeError``) for one it never writes. Rebind
+        attributes rather than change objects in place, or change them only once every check has
+        passed: a refused state must leave the env as it was.
+        """
 
     # ----- Gymnasium API -----
 
@@ -238,7 +245,6 @@ class TextEnv(gym.Env):
                 "turn": self.turn,
                 "done": self._done,
                 "error": self.last_error,
-                "max_turns": self.max_turns,
                 "rng": self.np_random.bit_generator.state,
                 "seed": self._np_random_seed,
             },
@@ -249,32 +255,62 @@ class TextEnv(gym.Env):
     def set_state(self, state: bytes) -> None:
         """Continue the episode that ``state`` (from :meth:`get_state`) holds.
 
+        Nothing of a state is trusted: every field is checked against what the env itself builds
+        (the task as a pinned one is, the conversation's shape, the turn against the env's own
+        ``max_turns``, the env's own parts by ``load_episode``), and a state that fails any check
+        leaves the env as it was.
+
         Raises:
             InvalidState: the state is of another env id, other constructor arguments or another
-                state version, or is not a state; the env is left as it was.
+                state version, is not a state, or holds an episode this env never writes; the env
+                is left as it was.
         """
         header, blobs = state_format.unpack(state)
         state_format.check(header, state_format.env_id(type(self)), self.state_version, self._state_kwargs())
+        # The restore rebinds attributes (load_episode's contract), so the old bindings are the old env.
+        saved = dict(vars(self))
         try:
             self._load(header, blobs)
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-            # Bytes that passed every check but do not hold what get_state writes: no episode is left.
-            self._done, self.task, self.conversation = True, None, ()
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, RecursionError) as exc:
+            vars(self).clear()
+            vars(self).update(saved)
             raise InvalidState(f"a corrupt textgym env state ({type(exc).__name__}: {exc})") from None
 
+    def restore_task(self, d: Mapping[str, Any]) -> Task:
+        """The task of a state, checked as a pinned task is (``task_from_dict``). An env whose
+        check of a pinned task costs more than a restore (a solve) overrides it with the checks
+        its ``begin`` makes of a Task; one whose ``max_turns`` depends on the task sets it here,
+        as its ``begin`` does (by rebinding: a refused state restores it)."""
+        if not Task.is_record(d):
+            raise ValueError("the task is not a task record")
+        return self.task_from_dict(d)
+
     def _load(self, header: dict[str, Any], blobs: list[bytes]) -> None:
-        episode = header["episode"]
-        self.task = Task.from_dict(episode["task"])
-        self.conversation = freeze(episode["conversation"])
-        self.turn, self._done, self.max_turns = int(episode["turn"]), bool(episode["done"]), int(episode["max_turns"])
-        self.last_error = episode.get("error")  # absent from states saved before it was kept
-        rng = episode["rng"]
-        kind = state_format.BIT_GENERATORS[rng["bit_generator"]]
+        """Check the base fields, rebind them, then let ``load_episode`` check and restore the
+        env's own parts (changing the env in place only once its checks have passed, so nothing
+        may fail after it)."""
+        typed = state_format.typed
+        episode = typed(header, "episode", dict)
+        rng = typed(episode, "rng", dict)
+        kind = state_format.BIT_GENERATORS[typed(rng, "bit_generator", str)]
+        _scratch_generator(kind).state = rng  # numpy's own check of the state, on a generator no env holds
+        seed = typed(episode, "seed", (int, type(None)))
+        turn, done = typed(episode, "turn", int), typed(episode, "done", bool)
+        task = self.restore_task(typed(episode, "task", dict))  # may set the task's own max_turns (Sudoku's default)
+        conversation = state_format.conversation(episode.get("conversation"))
+        played = sum(m["role"] == "assistant" for m in conversation)
+        if not 0 <= turn <= played or (not done and turn >= self.max_turns):
+            raise ValueError(f"turn {turn} does not fit {played} assistant messages and max_turns={self.max_turns}")
+        error = episode.get("error")  # absent from states saved before it was kept
+        if error is not None and not isinstance(error, str):
+            raise TypeError(f"the last error must be a string or null, got {type(error).__name__}")
+        self.task, self.conversation, self.turn, self._done = task, conversation, turn, done
+        self.last_error = error
+        self.load_episode(typed(header, "parts", dict), blobs)
         if self._np_random is None or type(self._np_random.bit_generator) is not kind:
             self._np_random = np.random.Generator(kind(0))
         self._np_random.bit_generator.state = rng  # the env's own generator: no entropy drawn
-        self._np_random_seed = episode["seed"]
-        self.load_episode(header["parts"], blobs)
+        self._np_random_seed = seed
 
     def clone(self) -> TextEnv:
         """A new, independent env at the same point of the same episode (unwrapped)."""
@@ -342,6 +378,13 @@ class TextEnv(gym.Env):
             self._done = True
         info["state_key"] = self.state_key()
         return self.conversation, float(outcome.reward), terminated, truncated, info
+
+
+@functools.cache
+def _scratch_generator(kind: type) -> np.random.BitGenerator:
+    """A bit generator of ``kind`` that only ever checks states (a restore sets the env's own
+    generator last, once nothing else can fail)."""
+    return kind(0)
 
 
 def end_reason(override: str | None, terminated: bool, success: bool) -> str:

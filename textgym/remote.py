@@ -20,8 +20,10 @@ data: one that is not the protocol's shape, or larger than ``max_reply_bytes``, 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import socket
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -39,6 +41,15 @@ def shared_token(token: str | None) -> str | None:
     """``token``, else ``$TEXTGYM_SERVE_TOKEN`` (None when neither is set): one default for the
     server and its clients, so that setting the variable on both sides is enough."""
     return token if token is not None else os.environ.get(TOKEN_VARIABLE) or None
+
+
+def checked_token(token: str | None) -> str | None:
+    """``token`` if it can be sent and compared as written (None stays None): non-empty printable
+    ASCII without surrounding spaces. An HTTP header travels as Latin-1 bytes, so any other text
+    would reach a server as bytes other than the ones it compares with."""
+    if token is not None and not (isinstance(token, str) and token and token.isascii() and token.isprintable() and token == token.strip()):
+        raise ValueError("a token must be non-empty printable ASCII text without surrounding spaces")
+    return token
 
 
 MAX_REPLY_BYTES = 64 << 20  # a whole conversation comes back on every step
@@ -103,9 +114,7 @@ class RemoteEnv(gym.Env):
         self._pool = None if urls is None else ServerPool.shared(self.urls, retry_after)
         self._task_id: Any = None
         self.timeout = float(timeout)
-        token = shared_token(token)
-        if token is not None and (not isinstance(token, str) or not token.isprintable() or not token):
-            raise ValueError("token must be a non-empty printable string")
+        token = checked_token(shared_token(token))
         self._headers = {"Authorization": f"Bearer {token}"} if token else None
         if int(max_reply_bytes) < 1:
             raise ValueError(f"max_reply_bytes must be >= 1, got {max_reply_bytes}")
@@ -119,14 +128,14 @@ class RemoteEnv(gym.Env):
         self._done = True
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
-        self._done = True
         data = dict(self.reset_defaults)
         if seed is not None:
             data["seed"] = int(seed)
         if options is not None:
             data["options"] = options
-        frame = {"type": "reset", "data": data}
+        frame = _encoded({"type": "reset", "data": data}, "reset options")  # a TypeError leaves the episode as it was
+        super().reset(seed=seed)
+        self._done = True
         reply = self._reset_on_one(frame) if self._pool is None else self._reset_on_some(frame)
         obs = self._field(reply, "observation", dict, {})
         if "messages" in obs:
@@ -139,7 +148,7 @@ class RemoteEnv(gym.Env):
         self._task_id = info.get("task_id")
         return self.conversation, info
 
-    def _reset_on_one(self, frame: dict[str, Any]) -> dict[str, Any]:
+    def _reset_on_one(self, frame: str) -> dict[str, Any]:
         if self._ws is None:
             self._connect()
         try:
@@ -152,7 +161,7 @@ class RemoteEnv(gym.Env):
             self._connect()  # the server closed an idle session, or restarted: one fresh try
             return self._exchange(frame)
 
-    def _reset_on_some(self, frame: dict[str, Any]) -> dict[str, Any]:
+    def _reset_on_some(self, frame: str) -> dict[str, Any]:
         """Start the episode on the next live server; one that fails is marked down and the next tried."""
         failures = []
         for url in self._pool.candidates():
@@ -184,8 +193,9 @@ class RemoteEnv(gym.Env):
             data = {k: v for k, v in action.items() if k != "role" or v != "assistant"}
         else:
             raise InvalidAction(f"expected the assistant turn as a str or a message dict, got {type(action).__name__}")
+        frame = _encoded({"type": "step", "data": data}, "action")  # before sending: the client's mistake, not the server's
         try:
-            reply = self._exchange({"type": "step", "data": data})
+            reply = self._exchange(frame)
         except RemoteError as exc:
             if exc.code is None:
                 self._done = True
@@ -245,15 +255,17 @@ class RemoteEnv(gym.Env):
                 max_size=self.max_reply_bytes,
                 compression=None,
                 additional_headers=self._headers,
+                create_connection=_capped_connection(),
             ).__enter__()
         except Exception as exc:  # refused, DNS, handshake: all "cannot reach"
             raise RemoteError(f"cannot connect to {self.url}: {exc}") from None
 
-    def _exchange(self, frame: dict[str, Any]) -> dict[str, Any]:
+    def _exchange(self, frame: str) -> dict[str, Any]:
+        """Send one encoded frame and read the reply's ``data``."""
         if self._ws is None:
             raise RemoteError(f"not connected to {self.url}: call reset() to connect and start an episode")
         try:
-            self._ws.send(json.dumps(frame))
+            self._ws.send(frame)
             raw = self._ws.recv(timeout=self.timeout)
         except Exception as exc:  # closed, reset, timed out, too large: the session is gone
             self._drop()
@@ -323,6 +335,34 @@ class RemoteEnv(gym.Env):
         if isinstance(messages, list) and n and len(messages) >= n and _same(self.conversation[-1], messages[n - 1]):
             return self.conversation + self._messages(messages, n)
         return self._messages(messages)
+
+
+def _encoded(frame: dict[str, Any], what: str) -> str:
+    """A frame as JSON text; a value JSON cannot hold (a set, bytes) is the caller's ``TypeError``,
+    raised before anything is sent, so the session and the server are left as they were."""
+    try:
+        return json.dumps(frame)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise TypeError(f"the {what} cannot be sent to a served env as JSON: {exc}") from None
+
+
+@functools.cache
+def _capped_connection() -> type:
+    """websockets' client connection, closing its socket as soon as a frame is over the cap.
+
+    websockets refuses such a frame at once, but then reads and discards whatever the server
+    goes on sending until its close timeout, which a hostile server fills with gigabytes.
+    """
+    from websockets.exceptions import PayloadTooBig
+    from websockets.sync.client import ClientConnection
+
+    class CappedConnection(ClientConnection):
+        def send_data(self) -> None:
+            super().send_data()
+            if isinstance(self.protocol.parser_exc, PayloadTooBig):
+                self.socket.shutdown(socket.SHUT_RDWR)  # the reader sees the end at once
+
+    return CappedConnection
 
 
 class _Malformed(RemoteError):

@@ -86,7 +86,8 @@ class Rollout:
     reported, in order, as ``{"turn": t, "verification": ...}`` (the last is the verdict; Code-v0
     reports one per submission): what ``textgym view`` draws the board, diff or tests from.
     ``env_kwargs`` are the ``gym.make`` keyword arguments the env was made with (those that are
-    JSON values), so that ``textgym eval reverify`` can replay the episode in a fresh env.
+    JSON values), so that ``textgym eval reverify`` can replay the episode in a fresh env; a
+    secret among them (:data:`SECRET_KWARGS`: a served env's ``token``) is written as ``"<set>"``.
     ``sample_spans`` is the ``[start, end)`` of each training sample in ``token_ids`` when the
     token wrapper split the episode at a chat template's rewrite of earlier turns (None: one
     sample); the trainers pack each sample as its own row, all with the episode's advantage.
@@ -493,6 +494,8 @@ def _end_reason(reason: str | None, cut: bool) -> str | None:
 
 
 _VECTOR_KWARGS = frozenset({"num_envs", "vectorization_mode", "vector_kwargs", "wrappers"})
+SECRET_KWARGS = frozenset({"token"})
+"""Keyword arguments a record names only as ``"<set>"``: a secret never reaches records, logs or the viewer."""
 
 
 def _env_kwargs(venv: Any) -> dict[str, Any] | None:
@@ -503,6 +506,9 @@ def _env_kwargs(venv: Any) -> dict[str, Any] | None:
     out = {}
     for key, value in spec.kwargs.items():
         if key in _VECTOR_KWARGS:
+            continue
+        if key in SECRET_KWARGS and value is not None:
+            out[key] = "<set>"
             continue
         try:
             json.dumps(value)

@@ -9,13 +9,16 @@ pickle (unpickling runs code; textgym loads safetensors only):
 * every ``*.safetensors`` (the weights, a checkpoint's ``optimizer/state.safetensors``) must be a
   regular file whose header parses and whose tensors lie inside the file (a truncated copy fails);
 * a directory whose weights are only pickled (``pytorch_model.bin``, ``*.pt``) is refused;
-* a checkpoint's ``run_state.json`` must say its ``step`` as a non-negative integer.
+* a checkpoint's ``run_state.json`` must say its ``step`` as a non-negative integer;
+* a model's ``config.json`` must ask for the vocabulary, width and layer count its weights hold
+  (a config that asks for more would be allocated before transformers notices).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ from textgym.error import TextGymError
 MAX_CONFIG_BYTES = 1 << 20
 MAX_HEADER_BYTES = 100 << 20  # safetensors' own limit on a header
 PICKLED = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+_LAYER = re.compile(r"\.layers\.(\d+)\.")
 
 
 class ModelFileError(TextGymError, ValueError):
@@ -36,19 +40,37 @@ def check_model_dir(path: str | os.PathLike) -> None:
     model, or a LoRA adapter in peft's format)."""
     path = Path(path)
     adapter = path / "adapter_config.json"
-    read_json(adapter if adapter.is_file() else path / "config.json")
+    config = read_json(adapter if adapter.is_file() else path / "config.json")
     weights = sorted(path.rglob("*.safetensors"))
     if not weights:
         pickled = sorted(p for p in path.iterdir() if p.suffix.lower() in PICKLED)
         if pickled:
             raise ModelFileError(f"{pickled[0]}: pickled weights are never loaded (unpickling runs code); save the model as safetensors")
         raise ModelFileError(f"{path}: no *.safetensors weights")
+    shapes = {}
     for file in weights:
-        check_safetensors(file)
+        shapes.update(check_safetensors(file))
+    if not adapter.is_file():
+        check_config_fits(path / "config.json", config, shapes)
 
 
-def check_safetensors(path: Path) -> None:
-    """A safetensors file whose header parses and whose tensors all lie inside the file."""
+def check_config_fits(path: Path, config: dict[str, Any], shapes: dict[str, list]) -> None:
+    """Refuse a ``config.json`` whose sizes are not its weights' (a vocabulary or a layer count
+    the weights do not hold): loading it would allocate the config's model first, and then fail
+    or keep parameters at their random init."""
+    embed = next((shape for name, shape in shapes.items() if name.endswith("embed_tokens.weight")), None)
+    said = [config.get("vocab_size"), config.get("hidden_size")]
+    if embed is not None and None not in said and said != embed:
+        raise ModelFileError(f"{path}: vocab_size and hidden_size say {said}, but the weights' embed_tokens is {embed}")
+    layers = {int(m.group(1)) for m in map(_LAYER.search, shapes) if m}
+    count = config.get("num_hidden_layers")
+    if layers and count is not None and count != len(layers):
+        raise ModelFileError(f"{path}: num_hidden_layers says {count!r}, but the weights hold {len(layers)} layers")
+
+
+def check_safetensors(path: Path) -> dict[str, list]:
+    """A safetensors file whose header parses and whose tensors all lie inside the file; returns
+    each tensor's shape."""
     size = _regular(path).st_size
     with open(path, "rb") as fh:
         head = fh.read(8)
@@ -73,6 +95,7 @@ def check_safetensors(path: Path) -> None:
             and 0 <= offsets[0] <= offsets[1] <= data
         ):
             raise ModelFileError(f"{path}: truncated or corrupt (tensor {name!r} lies outside the file's {data} data bytes)")
+    return {name: info.get("shape") for name, info in header.items() if name != "__metadata__"}
 
 
 def read_json(path: Path) -> dict[str, Any]:

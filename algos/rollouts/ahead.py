@@ -115,6 +115,11 @@ def start(
     """
     if k == 0 or first >= stop:
         return None
-    if processes.world_size() > 1:
-        raise ValueError("max_off_policy_steps > 0 runs in one process; use 0 with several processes")
+    check_processes(k, processes.world_size())
     return BackgroundCollector(collect, model, first, stop, k)
+
+
+def check_processes(k: int, world: int) -> None:
+    """Refuse ``k > 0`` across several processes (their sampler collectives would race the learner's)."""
+    if k > 0 and world > 1:
+        raise ValueError("max_off_policy_steps > 0 runs in one process; use 0 with several processes")

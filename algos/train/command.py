@@ -11,9 +11,12 @@ from pathlib import Path
 from textgym.algos.config import GRPOConfig, SFTConfig, TrainConfig, flags, presets
 from textgym.algos.config.fields import to_json
 from textgym.algos.distributed import launch, processes
+from textgym.algos.models.files import check_model_dir
+from textgym.algos.rollouts import ahead
 from textgym.algos.train.loop import train
 from textgym.algos.train.report import print_summary
-from textgym.algos.train.run_dir import check_resume_world_size, resumable_checkpoint
+from textgym.algos.train.run_dir import check_resume_world_size, claim_run_dir, resumable_checkpoint
+from textgym.arguments import check_env_ids
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +66,13 @@ def check_before_launch(config: TrainConfig, nproc: int) -> None:
             f"prompts_per_step ({config.prompts_per_step}) must be a multiple of the number of processes "
             f"({nproc}): each process plays whole GRPO groups"
         )
-    checkpoint, _ = resumable_checkpoint(Path(config.resolved().output_dir)) if config.resume else (None, 0)
+    ahead.check_processes(config.grpo.max_off_policy_steps, nproc)
+    check_env_ids(config.envs)
+    out = Path(config.resolved().output_dir)
+    claim_run_dir(out)  # a directory of the user's own files: refused, and left as it is
+    if Path(config.model).is_dir():
+        check_model_dir(config.model)
+    checkpoint, _ = resumable_checkpoint(out) if config.resume else (None, 0)
     if checkpoint is not None:
         check_resume_world_size(checkpoint, nproc)
 

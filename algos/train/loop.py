@@ -89,7 +89,8 @@ def train(config: TrainConfig) -> dict[str, Any]:
 
 def join_run(config: TrainConfig) -> TrainConfig:
     """The resolved config of this process, after the checks that stop a run before anything is
-    built (unknown envs, dead servers, a world size that does not split the groups)."""
+    built (unknown envs, dead servers, a world size that does not split the groups or that
+    asynchronous GRPO cannot run on)."""
     config = config.resolved()
     check_env_ids(config.envs)
     if config.env_url:
@@ -98,6 +99,7 @@ def join_run(config: TrainConfig) -> TrainConfig:
         check_servers(config.env_url)
     processes.init(config.backend)
     processes.my_block(config.prompts_per_step)
+    ahead.check_processes(config.grpo.max_off_policy_steps, processes.world_size())
     if not processes.is_writer():
         config = config.replace(progress=False, plot=False)  # one progress bar and one curve: rank 0's
     return config

@@ -27,6 +27,7 @@ from textgym.algos.grpo.lora import MERGED
 from textgym.algos.rollouts.token_envs import chat_template, keep_chat_template, token_venv
 from textgym.algos.train.report import MetricsLog, progress_bar
 from textgym.arguments import check_env_ids
+from textgym.error import TextGymError
 from textgym.rollout import Rollout
 
 
@@ -78,11 +79,16 @@ def demonstrations(
     return [policy_prefix(r) for r in rollouts]
 
 
+class WarmStartError(TextGymError, RuntimeError):
+    """A warm start that cannot learn anything: its demonstrator solved none of its tasks (a
+    ``RuntimeError``, as it was before it named the settings to change)."""
+
+
 def warm_start_demonstrations(config: SFTConfig, tokenizer: Any, template: str | None, seeds: Sequence[int]) -> list[Rollout]:
     """:func:`demonstrations` of each of the run's envs, which share ``seeds`` equally (a mixture).
 
     Raises:
-        RuntimeError: An env's oracle solved none of its tasks (wrong ``oracle_kwargs`` or tasks).
+        WarmStartError: An env's oracle solved none of its tasks (wrong ``oracle_kwargs`` or tasks).
     """
     demos: list[Rollout] = []
     for i, env in enumerate(config.envs):
@@ -91,7 +97,12 @@ def warm_start_demonstrations(config: SFTConfig, tokenizer: Any, template: str |
             env, config.kwargs_of(env), tokenizer, template, share, config.num_envs, config.oracle_kwargs_of(env), config.on_template_break
         )
         if not any(r.success for r in mine):
-            raise RuntimeError(f"the oracle of {env} solved none of {len(share)} demonstration tasks")
+            raise WarmStartError(
+                f"the oracle of {env} solved none of {len(share)} demonstration tasks with oracle_kwargs "
+                f"{config.oracle_kwargs_of(env)} and env_kwargs {config.kwargs_of(env)}: give it a demonstrator that solves "
+                "some (textgym train --sft-oracle-kwargs, textgym sft --oracle-kwargs: a noise below 1) or easier tasks "
+                "(--env-kwargs), or train without a warm start (--sft-steps 0)"
+            )
         demos += mine
     return demos
 

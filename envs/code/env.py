@@ -18,6 +18,7 @@ from textgym.error import ResetNeeded
 from textgym.messages import FrozenDict, system, user
 from textgym.parsing import ParsedTurn
 from textgym.sandbox import Limits, Sandbox, shared_sandbox
+from textgym.state import typed
 from textgym.tasks import Task
 
 SYSTEM = (
@@ -249,7 +250,12 @@ class CodeEnv(TextEnv):
         return {"attempts": self.attempts, "last_verification": self.last_verification}
 
     def load_episode(self, parts: dict[str, Any], blobs: list[bytes]) -> None:
-        self.attempts, self.last_verification = int(parts["attempts"]), parts["last_verification"]
+        attempts, last = typed(parts, "attempts", int), typed(parts, "last_verification", (dict, type(None)))
+        if not 0 <= attempts <= self.max_attempts or (attempts == 0) != (last is None):
+            raise ValueError(f"{attempts} attempts (of {self.max_attempts}) with{'out' if last is None else ''} a verification")
+        if not self._done and attempts == self.max_attempts:
+            raise ValueError("a live episode with no attempt left")
+        self.attempts, self.last_verification = attempts, last
         self._hold(self.task)  # not the plans of the task this env played before
 
     def _hold(self, task: Task) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 
 from textgym.envs.code.check_program import is_noop
 from textgym.error import InvalidTask
-from textgym.sandbox.zygote import encode
+from textgym.sandbox.zygote import decode, encode
 from textgym.tasks import Task, task_id
 
 
@@ -73,7 +73,7 @@ def _plain_key(value: Any) -> Any:
 def task_from_dict(d: Mapping[str, Any]) -> Task:
     """Read any of the four formats (or an already-converted Task record)."""
     if Task.is_record(d):
-        return Task.from_dict(d)
+        return checked_record(Task.from_dict(d))
     if "test_list" in d:
         return _mbpp(d)
     if "test" in d and "entry_point" in d:
@@ -84,6 +84,53 @@ def task_from_dict(d: Mapping[str, Any]) -> Task:
             return _stdio(d)
         return _function(d)
     raise InvalidTask("a code task needs 'tests' (function or stdin/stdout), 'test' (HumanEval) or 'test_list' (MBPP)")
+
+
+FORMATS = ("function", "stdio", "humaneval", "mbpp")
+COMPARES = ("python", "json", "is", "truthy", "falsy")
+
+
+def checked_record(task: Task) -> Task:
+    """``task`` if it has the shape :func:`_make` gives (a pinned record or a state's task may
+    hold anything): a known format, str prompt, and at least one well-formed test of its format."""
+    data, answer = task.data, task.answer
+    fmt = data.get("format")
+    if fmt not in FORMATS or not isinstance(data.get("prompt"), str) or not isinstance(data.get("setup", ""), str):
+        raise InvalidTask(f"a code task record needs data with 'format' in {FORMATS} and a str 'prompt'")
+    if fmt != "stdio" and not isinstance(data.get("entry_point"), str):
+        raise InvalidTask(f"a {fmt} code task record needs a str 'entry_point'")
+    shown = data.get("shown_tests", [])
+    if not (isinstance(shown, list) and all(isinstance(line, str) for line in shown)):
+        raise InvalidTask("a code task record's 'shown_tests' must be a list of str")
+    tests = answer.get("tests") if isinstance(answer, Mapping) else None
+    if not isinstance(tests, list) or not tests:
+        raise InvalidTask("a code task needs at least one test (answer['tests'], a non-empty list)")
+    for i, test in enumerate(tests):
+        if not _well_formed(test, stdio=fmt == "stdio"):
+            raise InvalidTask(
+                f"test {i} of the code task record is not a well-formed {'stdio' if fmt == 'stdio' else 'call or check'} test"
+            )
+    if not isinstance(answer.get("solution"), (str, type(None))):
+        raise InvalidTask("a code task record's solution must be a str or null")
+    return task
+
+
+def _well_formed(test: Any, stdio: bool) -> bool:
+    kind = test.get("kind") if isinstance(test, Mapping) else None
+    if stdio or kind == "stdio":
+        return stdio and kind == "stdio" and isinstance(test.get("input"), str) and isinstance(test.get("output"), str)
+    if kind == "check":
+        return isinstance(test.get("code"), str) and all(isinstance(test.get(k), (str, type(None))) for k in ("call", "candidate"))
+    if kind != "call" or not isinstance(test.get("name"), str) or "expected" not in test:
+        return False
+    if test.get("compare", "python") not in COMPARES:
+        return False
+    try:
+        args, kwargs = decode(test.get("args")), decode(test.get("kwargs") or {})
+        decode(test["expected"])
+    except (TypeError, ValueError, KeyError, RecursionError):
+        return False
+    return isinstance(args, list) and isinstance(kwargs, dict)
 
 
 def _function(d: Mapping[str, Any]) -> Task:

@@ -316,8 +316,38 @@ class SudokuEnv(TextEnv):
         """The board and the grids it is judged by (the moves themselves are in the conversation)."""
         return {"puzzle": self.puzzle, "solution": self.solution, "board": self.board, "correct": self._correct}
 
+    def restore_task(self, d: Mapping[str, Any]) -> Task:
+        """A state's task as a record, with the turns its size allows when ``max_turns`` is the
+        default; ``load_episode`` checks it as ``begin`` checks a Task (a pinned dict's check
+        solves the puzzle, which would cost a restore milliseconds)."""
+        task = Task.from_dict(d)
+        if self._auto_turns:
+            n, _ = grid.parse_puzzle(task.data.get("puzzle"))
+            self.max_turns = n * n
+        return task
+
     def load_episode(self, parts: dict[str, Any], blobs: list[bytes]) -> None:
-        self._set_board(list(parts["puzzle"]), list(parts["solution"]), list(parts["board"]), int(parts["correct"]))
+        """The grids of the state's task as ``begin`` builds them, and a board that only ever
+        held moves ``place`` accepts (givens kept, no rule broken)."""
+        puzzle, solution = self._checked(self.task)
+        if parts.get("puzzle") != puzzle or parts.get("solution") != solution:
+            raise ValueError("the puzzle or solution is not the task's")
+        n = grid.SIZE_BY_LENGTH[len(puzzle)]
+        board = parts.get("board")
+        if not (isinstance(board, list) and len(board) == len(puzzle) and all(type(d) is int and 0 <= d <= n for d in board)):
+            raise ValueError(f"the board is not {len(puzzle)} digits in 0..{n}")
+        if any(given and d != given for given, d in zip(puzzle, board)):
+            raise ValueError("the board changes a given")
+        seen = Masks(geometry(n), ())
+        for i, d in enumerate(board):
+            if d and not seen.candidates(i) >> (d - 1) & 1:
+                raise ValueError(f"the board repeats {d} in a row, column or box")
+            if d:
+                seen.set(i, d)
+        correct, placed = parts.get("correct"), sum(1 for i, d in enumerate(board) if not puzzle[i] and d == solution[i])
+        if type(correct) is not int or not 0 <= correct <= puzzle.count(0) or (not self._done and correct != placed):
+            raise ValueError("the count of correct cells does not fit the board")
+        self._set_board(puzzle, solution, board, correct)
 
     def _set_board(self, puzzle: list[int], solution: list[int], board: list[int], correct: int) -> None:
         """The episode's grids and everything derived from them, for a new episode and a restored one alike."""

@@ -14,7 +14,7 @@ import numpy as np
 
 from textgym.env import Outcome, TextEnv, tool_messages
 from textgym.envs.workplace.lookups import guessed, lookup_calls
-from textgym.envs.workplace.schema import system_prompt
+from textgym.envs.workplace.schema import TABLES, system_prompt
 from textgym.envs.workplace.tasks import generate, ground_truth_calls, select_templates, task_from_dict
 from textgym.envs.workplace.tools import WorkplaceTools
 from textgym.envs.workplace.verify import compare, database_digest
@@ -22,8 +22,11 @@ from textgym.envs.workplace.world import World, get_world
 from textgym.error import InvalidTask, ResetNeeded
 from textgym.messages import FrozenDict, system, user
 from textgym.parsing import ParsedTurn
+from textgym.state import typed
 from textgym.tasks import Task
 from textgym.tools import Toolset
+
+TABLE_NAMES = frozenset(t.name for t in TABLES)
 
 
 @functools.lru_cache(maxsize=8)
@@ -344,11 +347,26 @@ class WorkplaceEnv(TextEnv):
         }
 
     def load_episode(self, parts: dict[str, Any], blobs: list[bytes]) -> None:
-        db = parts["db"]
-        self._session.db.deserialize(self.world.patch(db["chunks"], blobs[db["blob"]], db["length"]))
-        self._session.rows.restore({name: set(ids) for name, ids in parts["touched"].items()}, parts["indexed"])
-        self._answer = ground_truth_calls(self.task.answer or [])
-        self._oracle_done = bool(parts["oracle_done"])
+        """The session database and rows, checked in full before the session is touched: the
+        image's sizes against the bytes given, and (unless it is the world's own) its schema and pages."""
+        db = typed(parts, "db", dict)
+        blob = typed(db, "blob", int)
+        if not 0 <= blob < len(blobs):
+            raise ValueError(f"the database names blob {blob} of {len(blobs)}")
+        image = self.world.rebuild(typed(db, "chunks", list), blobs[blob], typed(db, "length", int))
+        touched = typed(parts, "touched", dict)
+        if not set(touched) <= TABLE_NAMES or not all(
+            isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in touched.values()
+        ):
+            raise ValueError("the touched rows are not lists of row ids per table")
+        indexed, oracle_done = typed(parts, "indexed", bool), typed(parts, "oracle_done", bool)
+        answer = ground_truth_calls(self.task.answer or [])
+        if not isinstance(self.task.data.get("query"), str):
+            raise ValueError("the task has no str query")
+        # Every check passed: the session changes in place from here on.
+        self._session.db.deserialize(image)
+        self._session.rows.restore({name: set(ids) for name, ids in touched.items()}, indexed)
+        self._answer, self._oracle_done = answer, oracle_done
 
     def decision_state(self) -> str:
         """A digest of the database (the rows the episode's writes touched, as they are now: the

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import csv
 import functools
+import hashlib
 import os
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,10 @@ CSV_NAMES: dict[str, tuple[str, ...]] = {
 
 CHUNK = 4096
 """Bytes per compared piece of a database image (SQLite's default page size)."""
+SCHEMA_SQL = "SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master ORDER BY type, name"
+"""The schema of a database; a session's writes never change it (nor where its b-trees start)."""
+CHECKED_KEPT = 256
+"""Database deltas remembered per world as having passed :meth:`World.check_image`."""
 
 
 class World:
@@ -62,6 +68,7 @@ class World:
         db.execute("ANALYZE")  # statistics for the planner, part of the image every session clones
         db.commit()
         self.image: bytes = db.serialize()
+        self.schema: list[tuple] = db.execute(SCHEMA_SQL).fetchall()
         self.rows: dict[str, list[dict[str, Any]]] = {
             t.name: [dict(zip(t.names, r)) for r in db.execute(f'SELECT * FROM "{t.name}"')] for t in S.TABLES
         }
@@ -72,6 +79,8 @@ class World:
             (r["name"], r["email_address"]) for r in self.rows["company_directory"] if r["email_address"] != S.USER_EMAIL
         ]
         self._initial: dict[str, dict[Any, tuple]] = {}
+        self._checked: dict[bytes, None] = {}  # digests of deltas whose images passed check_image, oldest first
+        self._checked_lock = threading.Lock()
 
     def connect(self) -> sqlite3.Connection:
         """A new private session database holding a copy of the world."""
@@ -93,11 +102,64 @@ class World:
         return changed, b"".join(image[i * CHUNK : (i + 1) * CHUNK] for i in changed), len(image)
 
     def patch(self, changed: list[int], chunks: bytes, length: int) -> bytes:
-        """The image that :meth:`delta` described, rebuilt on the world's."""
+        """The image that :meth:`delta` described, rebuilt on the world's.
+
+        Raises:
+            ValueError: The chunk indices, the chunks' bytes and the length do not agree (a
+                forged state): nothing is built before every size is checked against the bytes given.
+        """
+        if type(length) is not int or length <= 0 or not isinstance(changed, list) or not all(type(i) is int for i in changed):
+            raise ValueError("the database's length or chunk indices are not positive integers")
+        count = -(-length // CHUNK)
+        if changed != sorted(set(changed)) or (changed and not 0 <= changed[0] <= changed[-1] < count):
+            raise ValueError(f"the database's chunk indices are not distinct, in order, and within its {count} chunks")
+        extra = count - -(-len(self.image) // CHUNK)  # chunks past the world's image: each must be given
+        if extra > 0 and (extra > len(changed) or changed[-extra:] != list(range(count - extra, count))):
+            raise ValueError("the database is longer than the world's and its chunks do not fill the rest")
+        if len(chunks) != sum(min(CHUNK, length - i * CHUNK) for i in changed):
+            raise ValueError(f"the database's chunks hold {len(chunks)} bytes, not what its indices and length say")
         base, new = memoryview(self.image), memoryview(chunks)
         replaced = {i: new[k * CHUNK : (k + 1) * CHUNK] for k, i in enumerate(changed)}
-        count = -(-length // CHUNK)
-        return b"".join(replaced.get(i, base[i * CHUNK : min((i + 1) * CHUNK, length)]) for i in range(count))
+        image = b"".join(replaced.get(i, base[i * CHUNK : min((i + 1) * CHUNK, length)]) for i in range(count))
+        if len(image) != length:
+            raise ValueError(f"the database's chunks rebuild {len(image)} bytes, not {length}")
+        return image
+
+    def rebuild(self, changed: list[int], chunks: bytes, length: int) -> bytes:
+        """:meth:`patch`, then :meth:`check_image` unless the image is the world's own or this
+        delta passed before (a GRPO group restores one state G times: its check is paid once)."""
+        image = self.patch(changed, chunks, length)
+        if not changed and length == len(self.image):
+            return image
+        key = hashlib.sha256(b"%d %r " % (length, changed) + chunks).digest()
+        if key not in self._checked:
+            self.check_image(image)
+            with self._checked_lock:  # served sessions restore on several threads
+                if len(self._checked) >= CHECKED_KEPT:
+                    self._checked.pop(next(iter(self._checked)))
+                self._checked[key] = None
+        return image
+
+    def check_image(self, image: bytes) -> None:
+        """Refuse a database image a session of this world cannot have written: a schema other
+        than the world's own (a trigger, a view, a table or index it does not create) or pages
+        that fail SQLite's ``quick_check``. Opened in a scratch connection: no session is touched.
+
+        Raises:
+            ValueError: Why the image is refused.
+        """
+        scratch = sqlite3.connect(":memory:")
+        try:
+            scratch.deserialize(image)
+            if scratch.execute(SCHEMA_SQL).fetchall() != self.schema:
+                raise ValueError("the database's schema is not the world's own (a trigger, view, table or index it does not create)")
+            problems = scratch.execute("PRAGMA quick_check").fetchall()
+            if problems != [("ok",)]:
+                raise ValueError(f"the database is corrupt: {problems[0][0]}")
+        except sqlite3.Error as exc:
+            raise ValueError(f"the database is corrupt: {exc}") from None
+        finally:
+            scratch.close()
 
     def initial(self, table: S.Table) -> dict[Any, tuple]:
         """The pristine rows of a table keyed by id (by position without one), compared columns only."""

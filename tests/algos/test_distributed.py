@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -237,6 +238,31 @@ def test_an_unreachable_jax_coordinator_is_one_line(entry, model_dir, tmp_path):
     done = textgym(entry, *argv, timeout=300)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "cannot reach the JAX coordinator" in done.stderr
+
+
+@pytest.mark.slow  # three command lines that each load torch (about 1 min each here)
+@pytest.mark.parametrize("case", ["not_a_run", "asynchronous", "oversized_model"])
+def test_what_every_process_would_refuse_is_one_line_before_launch(entry, model_dir, tmp_path, case):
+    out, model, extra = tmp_path / "run", model_dir, []
+    if case == "not_a_run":  # the user's files stay as they were
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+        says = "not a textgym run directory"
+    elif case == "asynchronous":  # each process would first build the model and evaluate it
+        extra, says = ["--max-off-policy-steps", "1"], "max_off_policy_steps > 0 runs in one process"
+    else:
+        model = tmp_path / "model"
+        shutil.copytree(model_dir, model)
+        config = json.loads((model / "config.json").read_text())
+        (model / "config.json").write_text(json.dumps(config | {"vocab_size": 2e9, "num_hidden_layers": 1000}))
+        says = "config.json"
+    done = textgym(entry, *train_argv(model, out, "--nproc", "2", *extra), timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert says in done.stderr and "torchrun" not in done.stderr
+    if case == "not_a_run":
+        assert [p.name for p in out.iterdir()] == ["notes.txt"] and (out / "notes.txt").read_text() == "mine"
+    else:
+        assert not out.exists()
 
 
 def test_a_world_size_that_splits_a_group_is_one_line(entry, model_dir, tmp_path):

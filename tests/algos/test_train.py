@@ -20,6 +20,7 @@ from textgym.algos.grpo import GRPOConfig
 from textgym.algos.models import tiny
 from textgym.algos.train.report import read_metrics
 from textgym.env import Outcome, TextEnv
+from textgym.error import TextGymError
 from textgym.rollout import rollout_schema
 from textgym.tasks import Task
 
@@ -509,7 +510,7 @@ def test_a_mixtures_warm_start_demonstrates_every_env_with_its_own_settings(mode
     assert all(d.success for d in demos)
     assert "<answer>\n" in demos[0].messages[-2]["content"]  # Sudoku's compact grid, not its drawn board
     assert "+" not in demos[0].messages[-2]["content"]
-    with pytest.raises(RuntimeError, match="Sudoku-v0 solved none"):
+    with pytest.raises(TextGymError, match="Sudoku-v0 solved none.*oracle_kwargs.*env_kwargs.*--sft-steps 0"):
         bad = SFTConfig(
             env=(sudoku, "textgym/Code-v0"),
             env_kwargs={sudoku: {"size": 4, "blanks": 1, "max_turns": 1}},

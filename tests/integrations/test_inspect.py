@@ -112,3 +112,20 @@ def test_inspect_eval_command_runs_the_registered_task(tmp_path):
 def test_bad_arguments():
     with pytest.raises(ValueError, match="episodes"):
         task("textgym/Sudoku-v0", episodes=0)
+
+
+def test_an_id_that_is_not_a_textgym_env_is_a_clear_error():
+    from textgym.error import TextGymError
+
+    with pytest.raises(TextGymError, match="not a textgym env"):
+        task("CartPole-v1")
+
+
+def test_a_module_id_is_refused_without_importing_the_module(tmp_path, monkeypatch):
+    from textgym.error import TextGymError
+
+    (tmp_path / "planted_module.py").write_text("raise SystemExit('imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(TextGymError, match="unknown environment id"):
+        task("planted_module:Env-v0")
+    assert "planted_module" not in sys.modules

@@ -173,3 +173,56 @@ def test_an_env_without_tools_in_this_process_is_refused_with_one_error():
 
     with pytest.raises(TextGymError, match="no tools in this process"):
         EnvToolServer("textgym/Remote-v0", make_env=lambda env_id: Served())
+
+
+def test_a_busy_port_is_one_line_and_status_two():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "textgym.cli", "mcp", "textgym/Sudoku-v0", "--http", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert str(port) in out.stderr and "serving" not in out.stderr
+
+
+def _post_initialize(port: int, headers: dict) -> int:
+    import http.client
+
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("POST", "/mcp", body, {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers})
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+@pytest.mark.parametrize("how", ["flag", "variable"])
+def test_streamable_http_requires_the_token_as_serve_does(how, monkeypatch):
+    port = _free_port()
+    args = ["--token", "s3cret"] if how == "flag" else []
+    env = {**__import__("os").environ, "TEXTGYM_SERVE_TOKEN": "s3cret"} if how == "variable" else None
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "textgym.cli", "mcp", "textgym/Sudoku-v0", "--http", str(port), *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert "serving MCP on http://127.0.0.1:" in proc.stderr.readline()
+        for _ in range(100):  # the port opens once uvicorn has started
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert _post_initialize(port, {}) == 401
+        assert _post_initialize(port, {"Authorization": "Bearer wrong"}) == 401
+        assert _post_initialize(port, {"Authorization": "Bearer s3cret"}) != 401
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

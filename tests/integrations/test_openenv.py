@@ -107,3 +107,10 @@ def test_openenv_create_app_serves_it_to_remote_env(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_create_app_refuses_an_empty_token_instead_of_serving_without_one():
+    from textgym.integrations.openenv import create_app
+
+    with pytest.raises(ValueError, match="token"):
+        create_app("textgym/Sudoku-v0", token="")

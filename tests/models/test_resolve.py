@@ -113,3 +113,17 @@ def test_the_smollm2_file_is_downloaded_into_a_fresh_cache_and_verified(tmp_path
     assert got == tmp_path / "gguf" / "SmolLM2-135M-Instruct.Q4_1.gguf"
     assert hashlib.sha256(got.read_bytes()).hexdigest() == models.SMOLLM2_GGUF.sha256
     assert sorted(p.name for p in (tmp_path / "gguf").iterdir()) == [got.name]
+
+
+@pytest.mark.parametrize("oversized", [{"vocab_size": 2e9}, {"num_hidden_layers": 1000}, {"vocab_size": 2e9, "num_hidden_layers": 1000}])
+def test_a_config_that_asks_for_more_than_its_weights_is_one_line_naming_it(tmp_path, capsys, oversized):
+    from textgym.algos.models.files import ModelFileError
+
+    model = tiny.create(tmp_path / "m", seed=0, size=SMALL)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps(config | oversized))
+    with pytest.raises(ModelFileError, match="config.json"):
+        models.resolve(model)
+    assert main(["eval", "textgym/Sudoku-v0", "--policy", f"model:{model}", "--episodes", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "config.json" in err[0], err

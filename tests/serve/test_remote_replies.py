@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
+import socket
+import struct
 import threading
 
+import gymnasium as gym
 import pytest
 from websockets.asyncio.server import serve
 
@@ -167,3 +172,86 @@ def test_the_token_is_sent_as_a_bearer_header(fake, monkeypatch):
     env.close()
     auth = [h.get("authorization") for h in server.headers]
     assert auth == ["Bearer s3cret", "Bearer from-env", None]
+
+
+def _stepping(n):
+    return json.dumps(RESET_OK if n == 0 else {**RESET_OK, "data": {**RESET_OK["data"], "done": True}})
+
+
+@pytest.mark.parametrize("urls", [False, True])
+def test_an_action_the_client_cannot_encode_is_a_type_error_and_the_server_is_left_alone(fake, urls):
+    server = fake(lambda n: json.dumps(RESET_OK))
+    env = textgym.RemoteEnv(urls=[server.url], timeout=5) if urls else textgym.RemoteEnv(server.url, timeout=5)
+    env.reset(seed=0)
+    call = {"id": "c1", "type": "function", "function": {"name": "place", "arguments": {"digits": {1, 2}}}}
+    with pytest.raises(TypeError, match="JSON"):
+        env.step({"role": "assistant", "content": "", "tool_calls": [call]})
+    with pytest.raises(TypeError, match="JSON"):
+        env.reset(seed=0, options={"task": b"bytes"})
+    assert env.step("a move")[0][0]["content"] == "hi"  # the same session goes on
+    assert server.opened == 1
+    if urls:
+        assert env._pool.candidates()[0] == env.url  # not marked down
+    env.close()
+
+
+def test_the_token_never_reaches_a_record(fake):
+    from textgym.policies import RandomPolicy
+    from textgym.rollout import collect
+
+    server = fake(_stepping)
+    venv = gym.make_vec("textgym/Remote-v0", num_envs=1, url=server.url, token="s3cret-token")
+    try:
+        (record,) = collect(venv, RandomPolicy(seed=0), episodes=1)
+    finally:
+        venv.close()
+    assert record.env_kwargs["token"] == "<set>"
+    assert "s3cret-token" not in json.dumps(record.to_dict())
+
+
+def test_a_server_frame_over_the_cap_stops_the_reading_at_once():
+    # A raw server that announces an 8 GiB text frame and then streams it as fast as it can.
+    sent, done = [0], threading.Event()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def hostile():
+        conn, _ = listener.accept()
+        listener.close()  # one connection only
+        request = b""
+        while b"\r\n\r\n" not in request:
+            request += conn.recv(4096)
+        key = next(line.split(b": ")[1] for line in request.split(b"\r\n") if line.lower().startswith(b"sec-websocket-key"))
+        accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+        conn.sendall(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "
+            + accept
+            + b"\r\n\r\n"
+        )
+        conn.recv(65536)  # the reset frame
+        chunk = b"a" * (1 << 20)
+        try:
+            conn.sendall(bytes([0x81, 127]) + struct.pack(">Q", 8 << 30))
+            while sent[0] < 1 << 30:
+                conn.sendall(chunk)
+                sent[0] += len(chunk)
+        except OSError:  # the client closed the connection
+            pass
+        finally:
+            conn.close()
+            done.set()
+
+    threading.Thread(target=hostile, daemon=True).start()
+    env = textgym.RemoteEnv(urls=[f"http://127.0.0.1:{listener.getsockname()[1]}"], timeout=30, max_reply_bytes=1 << 16)
+    with pytest.raises(RemoteError, match="too big"):
+        env.reset(seed=0)
+    env.close()
+    assert done.wait(30)
+    assert sent[0] < 64 << 20  # socket buffers, not the frame
+
+
+def test_a_token_the_client_cannot_send_is_refused_at_construction():
+    for token in ("pässword", "", " padded ", "tab\there"):
+        with pytest.raises(ValueError, match="token"):
+            textgym.RemoteEnv("http://127.0.0.1:1", token=token)

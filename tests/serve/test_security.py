@@ -193,3 +193,19 @@ def test_trls_factory_plays_a_server_that_wants_a_token(serve):
     assert env.get_reward() == 0.0 and env._done
     with pytest.raises(RemoteError, match="401"):
         environment_factory("textgym/Remote-v0", url=server.url)().reset(seed=0)
+
+
+@pytest.mark.parametrize("token", ["pässword", " padded", "tab\there"])
+def test_serve_refuses_a_token_its_clients_cannot_send(token, capsys):
+    from textgym.cli import main
+
+    assert main(["serve", "textgym/Sudoku-v0", "--token", token, "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "token" in err
+
+
+def test_an_empty_token_is_refused_not_taken_for_no_token():
+    from textgym.serve.guard import Guard
+
+    with pytest.raises(ValueError, match="token"):
+        Guard(None, token="")

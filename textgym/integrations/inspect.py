@@ -17,7 +17,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from textgym.error import require
+from textgym.arguments import check_env_ids, make_env
+from textgym.error import TextGymError, require
 from textgym.messages import thaw
 
 require("inspect_ai", "inspect")
@@ -51,13 +52,10 @@ def task(env_id: str, episodes: int = 10, seed: int = 0, **env_kwargs: Any) -> T
         A ``Task`` whose score per sample is the episode's total reward (``mean`` and ``stderr``
         over samples); each score's metadata holds ``success``, ``end_reason`` and ``verification``.
     """
-    import gymnasium as gym
-
-    import textgym  # noqa: F401 - registers the ids
-
     if int(episodes) < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    env = gym.make(env_id, **env_kwargs)
+    _check_id(env_id)
+    env = make_env(env_id, **env_kwargs)
     samples = []
     for s in range(int(seed), int(seed) + int(episodes)):
         obs, info = env.reset(seed=s)
@@ -84,10 +82,10 @@ def play_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None):
     """Play one episode per sample: reset with the sample's seed, then each turn the model's
     reply (its tool calls and text) is the env's action and the env's reply the next input."""
 
-    async def solve(state: TaskState, generate: Generate) -> TaskState:
-        import gymnasium as gym
+    _check_id(env_id)
 
-        env = gym.make(env_id, **dict(env_kwargs or {}))
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        env = make_env(env_id, **dict(env_kwargs or {}))
         try:
             obs, info = env.reset(seed=state.metadata["seed"])
             state.messages = to_inspect(obs)
@@ -115,6 +113,16 @@ def play_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None):
         return state
 
     return solve
+
+
+def _check_id(env_id: str) -> None:
+    """Refuse an id that is not a registered textgym env before anything is imported or built
+    (``gym.make`` would import a ``module:Env`` id's module; a Gymnasium env plays no chat)."""
+    from textgym.registration import ENVS
+
+    check_env_ids(env_id)
+    if env_id not in {e.id for e in ENVS}:
+        raise TextGymError(f"{env_id!r} is not a textgym env (its episodes are not chats); textgym ids: {', '.join(e.id for e in ENVS)}")
 
 
 @scorer(metrics=[mean(), stderr()])

@@ -14,7 +14,9 @@ result, also given as ``structuredContent``: ``reward`` (the episode's total), `
 ``end_reason``, ``terminated``, ``truncated`` and ``verification``.
 
 Transports: stdio (the default, for a client that spawns the server), or streamable HTTP on a
-loopback port (``--http PORT``, path ``/mcp``) with the SDK's DNS-rebinding protection on.
+loopback port (``--http PORT``, path ``/mcp``) with the SDK's DNS-rebinding protection on and,
+with ``--token`` or ``$TEXTGYM_SERVE_TOKEN``, a shared token as ``textgym serve`` takes it:
+loopback and Host/Origin checks keep browsers out, not the other users of one machine.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 from textgym.error import TextGymError, require
 from textgym.messages import render, thaw
 from textgym.parsing import ToolCall
+from textgym.remote import TOKEN_VARIABLE, checked_token, shared_token
 
 RESET_SCHEMA = {
     "type": "object",
@@ -191,11 +194,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--http", type=int, default=None, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio"
     )
+    parser.add_argument(
+        "--token",
+        default=None,
+        help=f"with --http: shared secret every client sends as 'Authorization: Bearer <token>' (default: ${TOKEN_VARIABLE}); "
+        "loopback and the Host/Origin checks do not keep apart the users of one machine",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     if args.http is not None and not 0 < args.http < 65536:
         raise ValueError(f"--http must be a port in [1, 65535], got {args.http}")
+    try:
+        token = checked_token(shared_token(args.token))
+    except ValueError as exc:
+        raise ValueError(f"--token (or ${TOKEN_VARIABLE}): {exc}") from None
+    if args.token is not None and args.http is None:
+        raise ValueError("--token guards --http; a stdio server answers only the client that started it")
     require("mcp", "mcp")
     server = EnvToolServer(args.env_id, args.env_kwargs).server()
     if args.http is None:
@@ -203,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
 
         anyio.run(_serve_stdio, server)
     else:
-        _serve_http(server, args.http)
+        _serve_http(server, args.http, token)
     return 0
 
 
@@ -214,7 +229,7 @@ async def _serve_stdio(server) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-def _serve_http(server, port: int) -> None:
+def _serve_http(server, port: int, token: str | None) -> None:
     import uvicorn
     from mcp.server.fastmcp.server import StreamableHTTPASGIApp
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -222,9 +237,15 @@ def _serve_http(server, port: int) -> None:
     from starlette.applications import Starlette
     from starlette.routing import Route
 
+    from textgym.serve.command import bind
+    from textgym.serve.guard import TokenGuard
+
     hosts = [f"127.0.0.1:{port}", f"localhost:{port}"]
     security = TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=[f"http://{h}" for h in hosts])
     manager = StreamableHTTPSessionManager(app=server, security_settings=security)
     app = Starlette(routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))], lifespan=lambda app: manager.run())
+    if token is not None:
+        app.add_middleware(TokenGuard, token=token)
+    sock = bind("127.0.0.1", port)  # a port in use is one line, before anything says it serves
     print(f"serving MCP on http://127.0.0.1:{port}/mcp", file=sys.stderr, flush=True)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

@@ -124,18 +124,20 @@ def create_app(
     Args:
         env_id: A registered textgym id.
         token: The shared token clients send as ``Authorization: Bearer <token>`` (default: the
-            ``TEXTGYM_SERVE_TOKEN`` environment variable, if set).
+            ``TEXTGYM_SERVE_TOKEN`` environment variable, if set); non-empty printable ASCII.
         allow_origins: Browser origins allowed to connect.
         allow_hosts: ``Host`` names allowed besides ``localhost`` and IP addresses.
         **openenv_kwargs: Passed to OpenEnv's ``create_app`` (``max_concurrent_envs``, ...).
     """
+    from textgym.remote import checked_token, shared_token
+
+    token = checked_token(shared_token(token))  # before OpenEnv's server stack loads (seconds): "" is no token to serve with
     from openenv.core.env_server.http_server import create_app as openenv_create_app
 
-    from textgym.remote import shared_token
     from textgym.serve.guard import Guard
 
     app = openenv_create_app(environment_class(env_id), TextGymAction, TextGymObservation, **openenv_kwargs)
-    app.add_middleware(Guard, token=shared_token(token), allow_origins=allow_origins, allow_hosts=allow_hosts)
+    app.add_middleware(Guard, token=token, allow_origins=allow_origins, allow_hosts=allow_hosts)
     return app
 
 

@@ -9,7 +9,7 @@ import socket
 import sys
 
 from textgym.error import TextGymError
-from textgym.remote import TOKEN_VARIABLE, shared_token
+from textgym.remote import TOKEN_VARIABLE, checked_token, shared_token
 from textgym.serve.deadline import REQUEST_TIMEOUT
 
 
@@ -68,9 +68,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--session-timeout must be > 0, got {args.session_timeout:g}")
     if args.request_timeout <= 0:
         raise ValueError(f"--request-timeout must be > 0, got {args.request_timeout:g}")
-    token = shared_token(args.token)
-    if token is not None and (not token.isprintable() or not token.strip() or token != token.strip()):
-        raise ValueError("--token must be printable text without surrounding spaces")
+    try:
+        token = checked_token(shared_token(args.token))
+    except ValueError as exc:
+        raise ValueError(f"--token (or ${TOKEN_VARIABLE}): {exc}") from None
     server = EnvServer(
         args.env_id,
         args.env_kwargs,
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         session_timeout=args.session_timeout,
         make_env=make_env,
     )
-    sock = _bind(args.host, args.port)
+    sock = bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     app = create_app(server, token=token, allow_origins=args.allow_origin, allow_hosts=args.allow_host)
     config = uvicorn.Config(
@@ -111,7 +112,8 @@ def _loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port``, for uvicorn to serve on; a port in use is a one-line TextGymError."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

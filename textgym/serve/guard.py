@@ -10,7 +10,7 @@ refuses, with one line saying why:
 * a ``Host`` that is neither ``localhost``, an IP address, nor in ``allow_hosts`` (403): DNS
   rebinding always arrives under the attacker's name;
 * without the shared ``token`` as ``Authorization: Bearer <token>``, when one is set (401;
-  ``GET /health`` stays open for load balancers);
+  ``GET /health`` stays open for load balancers; :class:`TokenGuard` checks this alone);
 * a request with a body that is not ``application/json`` (415), or larger than ``max_body``
   (413), so no HTML form or ``text/plain`` request can be one.
 
@@ -49,8 +49,10 @@ class Guard:
         allow_hosts: Iterable[str] = (),
         max_body: int = 1 << 20,
     ):
+        from textgym.remote import checked_token
+
         self.app = app
-        self.token = token.encode() if token else None
+        self.token = None if checked_token(token) is None else token.encode("ascii")  # an empty one is refused, not "no token"
         self.allow_origins = {o.rstrip("/").lower() for o in allow_origins}
         self.allow_hosts = {h.lower() for h in allow_hosts}
         self.max_body = int(max_body)
@@ -103,10 +105,10 @@ class Guard:
         origin = headers.get("origin")
         if origin is not None and not self._origin_allowed(origin, scope, host):
             return 403, f"Origin {origin!r} is not allowed (cross-site request); start the server with --allow-origin {origin}"
-        if self.token is not None and not (scope["type"] == "http" and scope["path"] == "/health" and scope["method"] == "GET"):
-            scheme, _, given = headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode("latin-1"), self.token):
-                return 401, "missing or wrong token: send 'Authorization: Bearer <token>' (the server's --token)"
+        if not (scope["type"] == "http" and scope["path"] == "/health" and scope["method"] == "GET") and not authorized(
+            headers, self.token
+        ):
+            return 401, UNAUTHORIZED
         if scope["type"] == "http" and scope["method"] not in BODYLESS:
             kind = headers.get("content-type", "").split(";")[0].strip().lower()
             if kind != "application/json":
@@ -133,6 +135,38 @@ class Guard:
         scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "http"), scope.get("scheme", "http"))
         own = f"{scheme}://{host.lower()}"
         return "*" in self.allow_origins or origin in self.allow_origins or (bool(host) and origin == own)
+
+
+UNAUTHORIZED = "missing or wrong token: send 'Authorization: Bearer <token>' (the server's --token)"
+
+
+def authorized(headers: dict[str, str], token: bytes | None) -> bool:
+    """Whether a request's (lower-cased, Latin-1 decoded) headers carry ``token`` as a bearer
+    token; any request is when there is no token. Compared in constant time."""
+    if token is None:
+        return True
+    scheme, _, given = headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode("latin-1"), token)
+
+
+class TokenGuard:
+    """ASGI middleware refusing every request without the shared token (401), and nothing else:
+    for an app that checks Host and Origin itself (the MCP SDK's transport does)."""
+
+    def __init__(self, app: Any, *, token: str):
+        from textgym.remote import checked_token
+
+        self.app = app
+        self.token = checked_token(token).encode("ascii")
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+            if not authorized(headers, self.token):
+                if scope["type"] == "websocket":
+                    return await _refuse_websocket(receive, send, 401, UNAUTHORIZED)
+                return await _respond(send, 401, UNAUTHORIZED)
+        return await self.app(scope, receive, send)
 
 
 def _name(host: str) -> str:
