@@ -14,12 +14,11 @@ textgym.tiny_bpe`` rebuilds that file. Nothing is downloaded.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from textgym.error import require
+from textgym.tokenizer import TINY_BPE_FILE as VOCAB_FILE
 
-VOCAB_FILE = Path(__file__).with_name("tiny_bpe.json")
 VOCAB_SIZE = 1024
 """Merges stop here: beyond ~1k the rare merges only serve single task templates."""
 

@@ -23,6 +23,7 @@ import json
 import re
 import sys
 from array import array
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -100,6 +101,8 @@ def byte_alphabet() -> list[str]:
 
 
 TINY_VOCABS = ("bytes", "bpe")
+TINY_BPE_FILE = Path(__file__).with_name("tiny_bpe.json")
+"""The ``bpe`` vocabulary, trained by :mod:`textgym.tiny_bpe` (``python -m textgym.tiny_bpe``)."""
 
 
 def tiny_tokenizer(vocab: str = "bytes") -> Any:
@@ -128,9 +131,7 @@ def tiny_tokenizer(vocab: str = "bytes") -> Any:
     transformers = require("transformers", "tokens")
 
     if vocab == "bpe":
-        from textgym import tiny_bpe
-
-        backend = tiny_bpe.load()
+        backend = tokenizers.Tokenizer.from_file(str(TINY_BPE_FILE))
     elif vocab == "bytes":
         byte_ids = {ch: i for i, ch in enumerate(byte_alphabet())}
         backend = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=byte_ids, merges=[]))
