@@ -16,7 +16,7 @@ the process does not enter; the run's wall ``time/*`` are printed beside):
 Each phase's floor is ``2 * params * tokens`` (the linears and the head) plus attention at the
 causal query-key pairs it needs (``4 * pairs * heads * head_dim * layers``) per forward, twice that
 for a backward, each over its measured rate: decode at the decode ``M`` nearest the step's episodes,
-prefill and the update at the largest packed ``M`` measured, attention at the longest context.
+prefill, the update and attention at the best rate measured.
 The floor counts no padding and no wasted rows, so a ratio above 1 is everything else: padding,
 per-call overhead, Python, the sampling logic, the cache's copies.
 
@@ -100,10 +100,10 @@ def update_tokens(rollouts: list[Any]) -> dict[str, int]:
 
 
 def rate(rates: dict, model: str, table: str, key: str, at: int | None = None) -> float:
-    """A GFLOP/s figure of ``floor_bench.py``'s JSON, at the measured size nearest ``at`` (None: the largest)."""
-    sizes = {int(k): v for k, v in rates[model][table].items()}
-    size = max(sizes) if at is None else min(sizes, key=lambda m: abs(m - at))
-    return sizes[size][key] * 1e9
+    """A GFLOP/s figure of ``floor_bench.py``'s JSON, at the measured size nearest ``at`` (None: the
+    best of every size: a floor is what the shapes reach at their best)."""
+    sizes = {int(k): v[key] for k, v in rates[model][table].items()}
+    return (max(sizes.values()) if at is None else sizes[min(sizes, key=lambda m: abs(m - at))]) * 1e9
 
 
 def floors(s: Shapes, rates: dict, model: str, tokens: dict[str, int], episodes: int, update_passes: tuple[int, int]) -> dict[str, float]:
@@ -169,6 +169,7 @@ class StepMeter:
         self.profile_step = profile_step
         self.profile = cProfile.Profile(time.process_time)
         self.sampling_cpu = 0.0
+        self.sampler_prefilled = 0  # what the context cache counts as run: the slots past the cached ones
 
     def install(self) -> None:
         from textgym.algos import sampling, train
@@ -180,20 +181,22 @@ class StepMeter:
             profiled = sampler.step == meter.profile_step
             if profiled:
                 meter.profile.enable()
+            contexts = getattr(sampler.model, "contexts", None)
+            before = contexts.prefilled_tokens if contexts is not None else 0
             start = time.process_time()
             try:
                 return act(sampler, *args, **kwargs)
             finally:
                 meter.sampling_cpu += time.process_time() - start
+                meter.sampler_prefilled += contexts.prefilled_tokens - before if contexts is not None else 0
                 if profiled:
                     meter.profile.disable()
 
         def counted_collect(config, policy, venvs, step):
-            meter.sampling_cpu = 0.0
+            meter.sampling_cpu, meter.sampler_prefilled = 0.0, 0
             rollouts, seconds = collect(config, policy, venvs, step)
-            meter.steps.append(
-                {"step": step + 1, "episodes": len(rollouts), "cpu/sampling": meter.sampling_cpu} | sampling_tokens(rollouts)
-            )
+            counted = {"episodes": len(rollouts), "cpu/sampling": meter.sampling_cpu, "sampler_prefilled": meter.sampler_prefilled}
+            meter.steps.append({"step": step + 1} | counted | sampling_tokens(rollouts))
             return rollouts, seconds
 
         def counted_learn(grpo, policy, learner, rollouts):
