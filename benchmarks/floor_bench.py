@@ -226,9 +226,9 @@ def main(argv: list[str] | None = None) -> None:
                 print(
                     f"{backend:5} {model:8} T={t:5}  causal {a['causal_gflops']:6.1f}  decode {a['decode_gflops']:6.1f} GFLOP/s", flush=True
                 )
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=1)
+            if args.json:  # after every model: a long run stopped midway keeps what it measured
+                with open(args.json, "w", encoding="utf-8") as fh:
+                    json.dump(result, fh, indent=1)
 
 
 if __name__ == "__main__":
