@@ -133,7 +133,7 @@ CACHE = {
     ("context_cache.py", "drop"),
     ("cache_utils.py", "reorder_cache"),
 }
-KERNELS = ("linear", "scaled_dot_product_attention", "matmul", "bmm", "addmm")
+KERNELS = ("linear", "_linear_pointwise", "scaled_dot_product_attention", "matmul", "bmm", "addmm")  # the packed linears' is mkldnn's
 
 
 def split_sampling(profile: cProfile.Profile) -> dict[str, float]:
@@ -287,6 +287,7 @@ def run(train_args: list[str], profile: bool) -> dict[str, Any]:
         "steps": meter.steps,
     }
     if profile:
+        meter.profile.dump_stats(out / "sampling.pstats")  # for a look beyond the split: python -m pstats
         result["sampling_split"] = split_sampling(meter.profile)
     return result
 
