@@ -5,8 +5,8 @@ backends); these configs add what a run needs around it: the env, the backend, t
 many rollouts, evaluation, checkpoints. ``backend`` is the only field that picks a framework, and
 nothing else changes with it.
 
-Every default lives on a field, with its documentation (:func:`textgym.algos.fields.option`).
-A preset (:mod:`textgym.algos.recipes`) is a whole ``TrainConfig`` for an env and a model; the
+Every default lives on a field, with its documentation (:func:`textgym.algos.config.fields.option`).
+A preset (:mod:`textgym.algos.config.presets`) is a whole ``TrainConfig`` for an env and a model; the
 command line starts from it and puts the flags it was given on top. ``None`` in a field means
 what the field's doc says (no limit, the framework's default, a value derived from other fields
 by :meth:`TrainConfig.resolved`), never "look it up elsewhere".
@@ -19,9 +19,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from textgym.algos.fields import check_choices, documented, option
-from textgym.algos.grpo import GRPOConfig
-from textgym.algos.grpo.config import LORA_TARGETS
+from textgym.algos.config.fields import check_choices, documented, option
+from textgym.algos.config.grpo import LORA_TARGETS, GRPOConfig
+from textgym.algos.config.mesh import parse_mesh
+from textgym.algos.config.optimizer import OptimizerConfig
 from textgym.algos.grpo.seeds import EVAL_SEED_OFFSET, SFT_SEED_OFFSET
 
 __all__ = ["EVAL_SEED_OFFSET", "SFT_SEED_OFFSET", "SFTConfig", "TrainConfig", "default_output_dir"]
@@ -31,6 +32,7 @@ Template = Literal["auto", "model", "compact"]
 TemplateBreak = Literal["raise", "new_sample"]
 VectorMode = Literal["sync", "async", "ray"]
 DataParallel = Literal["ddp", "fsdp"]
+TinyVocab = Literal["bytes", "bpe"]
 
 # Fields that SFTConfig and TrainConfig share mean the same thing: one text each.
 _BACKEND = "``jax`` or ``torch``; nothing else depends on it."
@@ -39,7 +41,7 @@ _MODEL = (
     "(created in ``output_dir``), ``smollm2-135m`` (see :mod:`textgym.algos.models`)."
 )
 _PRESET = (
-    "The named preset (:data:`textgym.algos.recipes.PRESETS`, e.g. ``sudoku-tiny``) this configuration "
+    "The named preset (:data:`textgym.algos.config.presets.PRESETS`, e.g. ``sudoku-tiny``) this configuration "
     "starts from; on the command line, the flags given go on top of it, and without ``--preset`` a "
     "run starts from the preset made for its env and model, if there is one."
 )
@@ -61,6 +63,11 @@ _ORACLE_KWARGS = (
 _TINY_LAYERS = (
     "Decoder layers of the ``tiny`` model (``None``: its default of 2); deeper ones find cells on a board "
     "that two layers do not (docs/benchmarks.md). Only for ``model=tiny``."
+)
+_TINY_VOCAB = (
+    "The ``tiny`` model's tokenizer: ``bytes`` (one token a byte) or ``bpe`` (a byte-level BPE of ~1k tokens "
+    "trained offline on the envs' own text, :mod:`textgym.tiny_bpe`: a Sudoku ``place`` call is 30 tokens, not 67, "
+    "every digit still a token of its own). Only for ``model=tiny``."
 )
 _DATA_PARALLEL = (
     "How several torch processes (``--nproc N``, ``torchrun``) split the learner: ``ddp``, each holds every "
@@ -95,6 +102,7 @@ class SFTConfig:
     backend: Backend = option("torch", _BACKEND, **warm_start("backend"))
     model: str = option("tiny", _MODEL, **warm_start("model"))
     tiny_layers: int | None = option(None, _TINY_LAYERS, **warm_start("tiny_layers"))
+    tiny_vocab: TinyVocab = option("bytes", _TINY_VOCAB, **warm_start("tiny_vocab"))
     preset: str | None = option(None, _PRESET, **warm_start("preset"))
     output_dir: str | None = option(
         None,
@@ -156,6 +164,14 @@ class SFTConfig:
         """``oracle_action`` keyword arguments of ``env`` (``oracle_kwargs``, or its entry when keyed by env id)."""
         return _entry(self.oracle_kwargs, self.envs, env)
 
+    @property
+    def optimizer(self) -> OptimizerConfig:
+        """The warm start's own AdamW: ``lr`` warmed up over the first 10% of ``steps``, then a cosine
+        decay to 0 at the last one, gradients clipped at norm 1."""
+        return OptimizerConfig(
+            lr=self.lr, lr_schedule="cosine", warmup_steps=max(1, self.steps // 10), total_steps=self.steps, max_grad_norm=1.0
+        )
+
     def resolved(self) -> SFTConfig:
         """The config a run uses: ``output_dir`` filled in."""
         if self.output_dir is not None:
@@ -197,6 +213,7 @@ class TrainConfig:
     backend: Backend = option("torch", _BACKEND)
     model: str = option("tiny", _MODEL)
     tiny_layers: int | None = option(None, _TINY_LAYERS)
+    tiny_vocab: TinyVocab = option("bytes", _TINY_VOCAB)
     preset: str | None = option(None, _PRESET)
     output_dir: str | None = option(
         None, "Run directory: checkpoints, ``metrics.jsonl``, ``curve.png``, ``summary.json`` (``None``: ``runs/<env>-<backend>``)."
@@ -282,8 +299,6 @@ class TrainConfig:
         if self.log_rollouts_every < 0 or self.sft_steps < 0:
             raise ValueError(f"log_rollouts_every and sft_steps must be >= 0, got {self.log_rollouts_every}, {self.sft_steps}")
         if self.mesh is not None:
-            from textgym.algos.backends import parse_mesh
-
             parse_mesh(self.mesh)
             if self.backend != "jax":
                 raise ValueError(f"mesh is for the JAX backend, got backend={self.backend!r} (torch scales with torchrun)")
@@ -365,6 +380,8 @@ def _check_positive(config: Any, *names: str) -> None:
 def _check_tiny_layers(config: Any) -> None:
     if config.tiny_layers is not None and str(config.model) != "tiny":
         raise ValueError(f"tiny_layers is for model='tiny', got model={str(config.model)!r}")
+    if config.tiny_vocab != "bytes" and str(config.model) != "tiny":
+        raise ValueError(f"tiny_vocab is for model='tiny', got model={str(config.model)!r}")
 
 
 def _check_data_parallel(config: Any) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 from textgym.algos.config import SFTConfig, TrainConfig
 from textgym.algos.grpo import GRPOConfig
 from textgym.algos.models import SMOLLM2
-from textgym.algos.tiny import NAME as TINY
+from textgym.algos.models.tiny import NAME as TINY
 
 SUDOKU_TINY = TrainConfig(
     preset="sudoku-tiny",
