@@ -1,17 +1,15 @@
 """A GRPO step's sampling and update against their floors: the FLOPs of the tokens they run over the
 rate the model's own shapes reach on one core (``floor_bench.py``).
 
-Runs ``textgym train`` (the given flags; keep the run short, e.g. ``--sft-steps 5 --steps 2
---eval-every 0``) in this process and, for every GRPO step, counts the tokens each phase needs and
+Runs ``textgym train`` (the given flags; keep the run short, e.g. ``--sft-steps 5 --sft-demos 16
+--steps 2 --eval-every 100 --eval-episodes 1``) in this process and, for every GRPO step, counts the tokens each phase needs and
 the CPU seconds it took (``time.process_time``, so the share of a core that a loaded machine gives
 the process does not enter; the run's wall ``time/*`` are printed beside):
 
-* sampling: the tokens prefilled (a group's shared first prompt once, then at every later turn the
-  env's reply and the last sampled id, which the cache never holds: what the samplers' context
-  cache leaves to run) and decoded (each sampled id but a turn's last runs one decode step);
-* the update: the packed tokens (a group's shared prompt once, then every row's tokens up to its
-  last trained one), ``num_iterations`` forward and backward passes, plus a forward of the KL's
-  reference (``kl_beta > 0``).
+* sampling: the tokens prefilled and decoded, as :mod:`textgym.algos.train.tokens` counts them
+  (the step's ``tokens/*`` metrics);
+* the update: the packed tokens, counted there too, times ``num_iterations`` forward and backward
+  passes, plus a forward of the KL's reference (``kl_beta > 0``).
 
 Each phase's floor is ``2 * params * tokens`` (the linears and the head) plus attention at the
 causal query-key pairs it needs (``4 * pairs * heads * head_dim * layers``) per forward, twice that
@@ -27,7 +25,8 @@ and stores, the group's cache copy) and the rest (the decode loop's Python, the 
 rendering and unpacking). cProfile slows Python more than kernels, so the split is of a slower run.
 
     taskset -c 1 python benchmarks/floor_report.py --rates floor.json --profile --json step.json -- \\
-        --preset sudoku-moves-tiny --sft-steps 5 --steps 2 --eval-every 0 --threads 1 --output-dir runs/floor-sudoku
+        --preset sudoku-moves-tiny --sft-steps 5 --sft-demos 16 --steps 2 --eval-every 100 --eval-episodes 1 \\
+        --threads 1 --output-dir runs/floor-sudoku
 """
 
 from __future__ import annotations
@@ -38,65 +37,15 @@ import json
 import pstats
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from floor_bench import MODELS, Shapes
 
 
-def positions_pairs(start: int, stop: int) -> int:
-    """Query-key pairs of the tokens at positions ``start..stop-1`` under causal attention."""
-    return (stop * (stop + 1) - start * (start + 1)) // 2
-
-
-def trained_spans(loss_mask: np.ndarray) -> list[tuple[int, int]]:
-    """The ``[start, end)`` runs of sampled (loss mask 1) tokens."""
-    edges = np.diff(np.concatenate([[0], (loss_mask > 0).astype(np.int8), [0]]))
-    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()))
-
-
-def sampling_tokens(rollouts: list[Any]) -> dict[str, int]:
-    """Tokens and attention pairs the sampling of ``rollouts`` needs (see the module docstring)."""
-    out = defaultdict(int)
-    prompts_seen = set()
-    for r in rollouts:
-        spans = trained_spans(np.asarray(r.loss_mask))
-        if not spans:
-            continue
-        first = spans[0][0]
-        if (r.group, first) not in prompts_seen:  # the group's prompt: one distinct prompt a call
-            prompts_seen.add((r.group, first))
-            out["prefilled"] += first
-            out["prefill_pairs"] += positions_pairs(0, first)
-        for k, (a, b) in enumerate(spans):
-            if k:
-                start = spans[k - 1][1] - 1  # the last sampled id and the env's reply
-                out["prefilled"] += a - start
-                out["prefill_pairs"] += positions_pairs(start, a)
-            out["decoded"] += b - a - 1
-            out["decode_pairs"] += positions_pairs(a, b - 1)
-            out["generated"] += b - a
-    return dict(out)
-
-
-def update_tokens(rollouts: list[Any]) -> dict[str, int]:
-    """Packed tokens and attention pairs of one forward pass over the update's kept ``rollouts``."""
-    out = defaultdict(int)
-    prompts_seen = set()
-    for r in rollouts:
-        spans = trained_spans(np.asarray(r.loss_mask))
-        if not spans:
-            continue
-        first, end = spans[0][0], spans[-1][1]
-        if (r.group, first) not in prompts_seen:
-            prompts_seen.add((r.group, first))
-            out["packed"] += first
-            out["packed_pairs"] += positions_pairs(0, first)
-        out["packed"] += end - first
-        out["packed_pairs"] += positions_pairs(first, end)
-    return dict(out)
+def counts(tokens: dict[str, int]) -> dict[str, int]:
+    """:mod:`textgym.algos.train.tokens`' counts without their ``tokens/`` prefix."""
+    return {k.removeprefix("tokens/"): v for k, v in tokens.items()}
 
 
 def rate(rates: dict, model: str, table: str, key: str, at: int | None = None) -> float:
@@ -172,9 +121,11 @@ class StepMeter:
         self.sampler_prefilled = 0  # what the context cache counts as run: the slots past the cached ones
 
     def install(self) -> None:
-        from textgym.algos import sampling, train
+        from textgym.algos.rollouts import seeded
+        from textgym.algos.train import step as train
+        from textgym.algos.train.tokens import packed_tokens, sampled_tokens
 
-        collect, learn, act = train.collect_step, train.learn_from, sampling.TreeSampler.act
+        collect, learn, act = train.collect_step, train.learn_from, seeded.SeededModelPolicy.act
         meter = self
 
         def timed_act(sampler, *args, **kwargs):
@@ -196,7 +147,7 @@ class StepMeter:
             meter.sampling_cpu, meter.sampler_prefilled = 0.0, 0
             rollouts, seconds = collect(config, policy, venvs, step)
             counted = {"episodes": len(rollouts), "cpu/sampling": meter.sampling_cpu, "sampler_prefilled": meter.sampler_prefilled}
-            meter.steps.append({"step": step + 1} | counted | sampling_tokens(rollouts))
+            meter.steps.append({"step": step + 1} | counted | counts(sampled_tokens(rollouts)))
             return rollouts, seconds
 
         def counted_learn(grpo, policy, learner, rollouts):
@@ -205,14 +156,14 @@ class StepMeter:
             trained = update.batch is not None and bool(update.metrics)
             record = meter.steps[-1]
             record["cpu/update"] = time.process_time() - start if trained else 0.0
-            record |= update_tokens([train.policy_prefix(r) for r in update.kept]) if trained else {"packed": 0, "packed_pairs": 0}
+            record |= counts(packed_tokens(update.kept if trained else []))
             forward_only = int(grpo.kl_beta > 0) + int(
                 grpo.rollout_correction != "none" or (grpo.num_iterations > 1 and not _has_logprobs(update))
             )
             record["update_passes"] = (grpo.num_iterations, forward_only) if trained else (0, 0)
             return update
 
-        sampling.TreeSampler.act = timed_act
+        seeded.SeededModelPolicy.act = timed_act
         train.collect_step, train.learn_from = counted_collect, counted_learn
 
 
@@ -266,7 +217,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(train_args: list[str], profile: bool) -> dict[str, Any]:
     """Run ``textgym train train_args`` here; each step's tokens and CPU seconds, its wall ``time/*``."""
-    from textgym.algos.train import add_train_arguments, train, train_config_from_args
+    from textgym.algos.train import train
+    from textgym.algos.train.command import add_train_arguments, train_config_from_args
 
     parser = argparse.ArgumentParser()
     add_train_arguments(parser)
