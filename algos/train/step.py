@@ -22,6 +22,7 @@ from textgym.algos.grpo.batch import Advantages, rollout_advantages
 from textgym.algos.models.files import read_json
 from textgym.algos.train.episodes import collect_step
 from textgym.algos.train.report import ROLLOUTS, env_name, write_step_rollouts
+from textgym.algos.train.tokens import packed_tokens, sampled_tokens
 
 
 def grpo_step(
@@ -66,6 +67,8 @@ def grpo_step(
             "train/skipped_update": float(not update.metrics),
             "train/env_errors": sum(r.end_reason == "env_error" for r in rollouts),
             "stats/zero_std_groups": float(update.zero_std),
+            **sampled_tokens(rollouts),
+            **packed_tokens(update.kept if update.metrics else []),
             **end_fractions(rollouts),
             **(update.advantages.anchors.metrics() if update.advantages is not None and update.advantages.anchors is not None else {}),
             **update.metrics,

@@ -144,6 +144,9 @@ def assert_step_times(records: list[dict]) -> None:
         assert all(math.isfinite(r[k]) and r[k] >= 0 for k in STEP_TIMES), {k: r.get(k) for k in STEP_TIMES}
         assert r["time/sampling"] > 0
         assert (r["time/update"] > 0) == (not r["train/skipped_update"])
+        # the tokens the step ran: a prompt at least, no more decode steps than sampled ids, packed ones when it updated
+        assert r["tokens/prefilled"] > 0 and 0 <= r["tokens/decoded"] < r["train/generated_tokens"]
+        assert (r["tokens/packed"] > 0) == (not r["train/skipped_update"])
     assert any(not r["train/skipped_update"] for r in steps)
 
 
