@@ -45,7 +45,7 @@ def samplers(backend: str, path: Path, baseline: Any) -> tuple[Callable, Callabl
     """``(baseline(prompts, new), keyed(prompts, new, keys))`` on the same float32 weights."""
     from textgym.algos.backends import load_backend
 
-    policy = load_backend(backend).load_policy(path)
+    policy = load_backend(backend).load_model(path)
     common = {"top_p": 1.0, "stop_ids": (), "eos_ids": (), "pad_id": policy.pad_id}
     if backend == "torch":
         from textgym.algos.torch import sampler

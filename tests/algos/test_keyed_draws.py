@@ -12,9 +12,11 @@ pytest.importorskip("transformers")
 
 import tests.algos.test_train as envs  # registers the one- and two-turn test envs
 from textgym import draws
-from textgym.algos import models, sampling, tiny, token_envs
+from textgym.algos import models
 from textgym.algos.backends import load_backend
 from textgym.algos.grpo.seeds import SeedTree, eval_seeds
+from textgym.algos.models import tiny
+from textgym.algos.rollouts import seeded, token_envs
 from textgym.policies import ModelPolicy
 from textgym.rollout import EpisodeSlot, collect
 
@@ -37,7 +39,7 @@ def backend_models(model_dir):
             if backend == "jax":
                 pytest.importorskip("jax")
                 pytest.importorskip("flax")
-            loaded[backend] = load_backend(backend).load_policy(model_dir)
+            loaded[backend] = load_backend(backend).load_model(model_dir)
         return loaded[backend]
 
     return get
@@ -113,7 +115,7 @@ def test_held_out_evaluation_scores_the_same_on_either_backend(backend_models, m
     seeds = eval_seeds(12)
 
     def score(backend: str, num_envs: int) -> dict[str, float]:
-        return sampling.evaluate(
+        return seeded.evaluate(
             backend_models(backend), venv(model_dir, envs.ENV_ID, num_envs), seeds, max_new_tokens=4, temperature=1.0, seed=5
         )
 

@@ -24,7 +24,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from tests.algos.test_train import weights
-from textgym.algos.metrics import read_metrics
+from textgym.algos.train.report import read_metrics
 from textgym.rollout import read_rollouts
 
 # The command as a user runs it (docs/scaling.md), less --output-dir.

@@ -16,7 +16,7 @@ from textgym.policies.model import ModelPolicy
 from textgym.rollout import EpisodeSlot
 
 
-class TreeSampler(ModelPolicy):
+class SeededModelPolicy(ModelPolicy):
     """A :class:`~textgym.policies.model.ModelPolicy` whose episodes draw with keys from the run's
     seed tree: ``tree.episode_key(phase, step, group, member, row)``, where ``row`` tells a
     mixture's envs apart and ``group`` is the step's global group index (``first_group`` plus the
@@ -43,7 +43,7 @@ class TreeSampler(ModelPolicy):
 
 
 def evaluate(
-    policy: Any,
+    model: Any,
     venv: gym.vector.VectorEnv,
     seeds: Sequence[int],
     *,
@@ -62,8 +62,8 @@ def evaluate(
     """
     from textgym.rollout import collect
 
-    actor = TreeSampler(
-        policy,
+    actor = SeededModelPolicy(
+        model,
         SeedTree(seed),
         "eval_sampler",
         step,
