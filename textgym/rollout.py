@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -242,6 +242,23 @@ def _present(d: Mapping[str, Any]) -> dict[str, Any]:
 # ----- collecting rollouts from a vector env -----
 
 
+class EpisodeSlot(NamedTuple):
+    """The episode a vector-env slot plays, as :func:`collect` tells a policy before each ``act``.
+
+    A policy keys its random draws on it (:meth:`textgym.policies.ModelPolicy.set_episodes`), so an
+    episode samples the same whatever slot, batch or process plays it.
+    """
+
+    seed: int | None
+    """The task seed the episode was reset with."""
+    group: int
+    """Its group's index among the groups of the ``collect`` call (``Rollout.group``)."""
+    member: int
+    """Its index in its group (``0 .. group_size - 1``)."""
+    turn: int
+    """Policy turns it has taken so far (the turn the next ``act`` samples)."""
+
+
 @dataclass
 class _Episode:
     """An episode in flight in one vector-env slot."""
@@ -254,6 +271,10 @@ class _Episode:
     turn_state_keys: list[str | None] = field(default_factory=list)
     turn_timing: list[dict[str, float]] = field(default_factory=list)
     verifications: list[dict[str, Any]] = field(default_factory=list)
+
+    def slot(self, group_size: int) -> EpisodeSlot:
+        """Where the episode stands, for the policy (its turns so far are its policy calls)."""
+        return EpisodeSlot(self.seed, self.index // group_size, self.index % group_size, len(self.turn_timing))
 
 
 def collect(
@@ -284,7 +305,8 @@ def collect(
 
     A policy with ``set_live_slots(live)`` is told before every ``act`` which slots hold an episode
     being recorded (it may skip the others and free the state of episodes that ended), and
-    ``set_live_slots(None)`` when collection is over.
+    ``set_live_slots(None)`` when collection is over. A policy with ``set_episodes(slots)`` is told
+    likewise which episode each slot plays (an :class:`EpisodeSlot`, or None), and None at the end.
 
     With :class:`textgym.wrappers.TokenObservation` sub-envs, token fields come from
     ``info["trajectory"]``, and the policy's logprobs are passed along with its ids.
@@ -362,7 +384,7 @@ def collect(
         return observations
 
     observations = refill(np.ones(n, dtype=bool))
-    with _live_slots(policy) as tell_live:
+    with _live_slots(policy, group_size) as tell_live:
         while any(s is not None for s in slots):
             tell_live(slots)
             t0 = time.perf_counter()
@@ -401,17 +423,25 @@ def collect(
 
 
 @contextmanager
-def _live_slots(policy: Any) -> Iterator[Callable[[list[Any]], None]]:
-    """Tell a policy with ``set_live_slots`` which slots hold an episode before each ``act`` (the
-    function yielded takes ``collect``'s slots), and None when collection ends, however it ends."""
-    set_live = getattr(policy, "set_live_slots", None)
-    if set_live is None:
-        yield lambda slots: None
-        return
+def _live_slots(policy: Any, group_size: int) -> Iterator[Callable[[list[Any]], None]]:
+    """Tell a policy with ``set_live_slots`` which slots hold an episode, and one with
+    ``set_episodes`` which episodes, before each ``act`` (the function yielded takes ``collect``'s
+    slots), and None when collection ends, however it ends."""
+    set_live, set_episodes = getattr(policy, "set_live_slots", None), getattr(policy, "set_episodes", None)
+
+    def tell(slots: list[_Episode | None]) -> None:
+        if set_live is not None:
+            set_live(np.array([s is not None for s in slots]))
+        if set_episodes is not None:
+            set_episodes([None if s is None else s.slot(group_size) for s in slots])
+
     try:
-        yield lambda slots: set_live(np.array([s is not None for s in slots]))
+        yield tell
     finally:
-        set_live(None)
+        if set_live is not None:
+            set_live(None)
+        if set_episodes is not None:
+            set_episodes(None)
 
 
 def _note_verification(episode: _Episode, info: Mapping[str, Any]) -> None:

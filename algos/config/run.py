@@ -186,9 +186,9 @@ class TrainConfig:
 
     Seeds are a pure function of ``seed`` and their place in the run
     (:class:`~textgym.algos.grpo.SeedTree`: GRPO step ``s`` plays task seeds
-    ``tree.task_seeds(s, prompts_per_step)`` and its ``k``-th sampler call uses
-    ``tree.seed("train_sampler", s, turn=k)``), so a resumed run continues exactly as if it had
-    never stopped. Held-out evaluation tasks are the same for every ``seed`` (seeds from
+    ``tree.task_seeds(s, prompts_per_step)`` and episode ``i`` of its group ``g`` draws with
+    ``tree.episode_key("train_sampler", s, g, i)``), so a resumed run continues exactly as if it
+    had never stopped, and the same episodes are sampled however the run is split. Held-out evaluation tasks are the same for every ``seed`` (seeds from
     ``EVAL_SEED_OFFSET``), so that runs compare on one test set.
     """
 

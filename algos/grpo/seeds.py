@@ -6,6 +6,10 @@ independent seeds, so no two sampler calls of a run share one (integer arithmeti
 ``root * K + step + call`` made turn 1 of step ``s`` reuse turn 0 of step ``s + 1``), and a seed is
 a pure function of its path, so a resumed run draws exactly what the uninterrupted one would.
 
+An episode's sampling draws are keyed the same way (:meth:`SeedTree.episode_key`): by its step,
+its group and its index in the group, never by the process, batch or slot that plays it, so the
+run samples the same episodes however it is split (see :mod:`textgym.draws`).
+
 Held-out evaluation tasks are *not* drawn from the tree: they are fixed seeds
 (:data:`EVAL_SEED_OFFSET` ``+ i``) on purpose, so runs with different ``--seed`` are scored on the
 same tasks and their results compare.
@@ -49,6 +53,14 @@ class SeedTree:
             raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
         sequence = np.random.SeedSequence(int(self.root), spawn_key=(PHASES.index(phase), int(step), int(turn), int(row)))
         return int(sequence.generate_state(1, np.uint32)[0] >> 1)
+
+    def episode_key(self, phase: Phase, step: int, group: int, member: int, row: int = 0) -> int:
+        """The 64-bit key of the draws of episode ``member`` of group ``group`` at ``(phase, step)``
+        (``row``: the env's index in a mixture)."""
+        if phase not in PHASES:
+            raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
+        path = (PHASES.index(phase), int(step), int(row), int(group), int(member))
+        return int(np.random.SeedSequence(int(self.root), spawn_key=path).generate_state(1, np.uint64)[0])
 
     def task_seeds(self, step: int, n: int) -> list[int]:
         """The ``n`` training task seeds of GRPO step ``step``, in ``[0, TASK_SEEDS)``."""

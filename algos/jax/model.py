@@ -158,6 +158,7 @@ class JaxLanguageModel:
         top_p: float = 1.0,
         stop_ids: Sequence[int | Sequence[int]] = (),
         eos_ids: Sequence[int] | None = None,
+        keys: Sequence[tuple[int, int]] | None = None,
     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Sample a continuation of each prompt.
 
@@ -165,11 +166,15 @@ class JaxLanguageModel:
             prompts: 1-D int token arrays (any lengths).
             max_new_tokens: Most tokens generated per prompt.
             temperature: Softmax temperature; 0 is greedy.
-            seed: The PRNG seed; the same seed and inputs give the same outputs.
+            seed: The run's seed in every uniform drawn (see ``keys``); the same seed and inputs
+                give the same outputs.
             top_p: Nucleus sampling threshold.
             stop_ids: Token sequences (a stop string, tokenized) or single token ids that end a
                 generation when the output ends with one.
             eos_ids: Ids that end a generation; None uses the checkpoint's.
+            keys: Per prompt, ``(episode key, turn)``: token ``t`` is picked by the uniform
+                :func:`textgym.draws.token_uniforms` gives ``(seed, key, turn, t)``, the same in
+                either backend and whatever else is in the batch. None: ``(b, 0)`` for prompt ``b``.
 
         Returns:
             ``(ids, logprobs)``: per prompt, the generated int32 ids (stop tokens included) and
@@ -192,6 +197,7 @@ class JaxLanguageModel:
             eos_ids=self.eos_ids if eos_ids is None else tuple(eos_ids),
             pad_id=self.pad_id,
             contexts=self.contexts,
+            keys=keys,
         )
 
     def release(self, contexts: Sequence[np.ndarray]) -> None:

@@ -19,6 +19,9 @@ earlier call already ran (an episode's previous turns) are filled from it: only 
 slots run through the model, where ``N`` (in the same sixteenths) covers what any distinct prompt
 has not cached, and the layout is the one a full prefill has, so the decode loop is the same.
 After the call each row's keys and values, generated tokens included, are stored.
+
+Randomness is each row's own counter-based uniforms (:mod:`textgym.draws`), computed on the host
+and passed in: the numbers the torch sampler gets, whatever else shares the row's batch.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from textgym.algos.grpo.learner import stop_sequences
 from textgym.algos.grpo.prompts import distinct_prompts
 from textgym.algos.jax.transformer import empty_cache, positions_from_mask
 from textgym.algos.rollouts.context_cache import MISS, ContextCache, Hit
+from textgym.draws import call_uniforms
 
 _NEVER = -3  # a stop-matrix entry no token equals
 _ANY = -2  # a stop-matrix entry every token matches (left of a shorter stop sequence)
@@ -72,8 +76,9 @@ def inverse_cdf(probs: jax.Array, u: jax.Array, block: int = 256) -> jax.Array:
     return jnp.minimum(j * block + k, v - 1)
 
 
-def sample_token(logits: jax.Array, key: jax.Array, temperature: jax.Array, top_p: jax.Array, use_top_p: bool):
-    """Sample ``(B,)`` tokens and their logprobs under ``log_softmax(logits / temperature)``.
+def sample_token(logits: jax.Array, u: jax.Array, temperature: jax.Array, top_p: jax.Array, use_top_p: bool):
+    """Sample ``(B,)`` tokens, each picked by its row's uniform ``u`` ``(B, 1)``, and their logprobs
+    under ``log_softmax(logits / temperature)``.
 
     ``temperature == 0`` is greedy (logprobs then at temperature 1). Top-p truncates the sampling
     distribution but not the reported logprob, which is the one the learner recomputes. Sampling
@@ -88,7 +93,7 @@ def sample_token(logits: jax.Array, key: jax.Array, temperature: jax.Array, top_
         before = jnp.cumsum(jnp.exp(sorted_logp), axis=-1) - jnp.exp(sorted_logp)
         cutoff = jnp.min(jnp.where(before < top_p, sorted_logp, jnp.inf), axis=-1, keepdims=True)
         probs = jnp.where(logp >= cutoff, probs, 0.0)
-    sampled = inverse_cdf(probs, jax.random.uniform(key, (logits.shape[0], 1)))
+    sampled = inverse_cdf(probs, u)
     token = jnp.where(greedy, jnp.argmax(logits, axis=-1), sampled).astype(jnp.int32)
     return token, jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
 
@@ -158,7 +163,7 @@ def decode(
     logits,
     next_pos,
     done,
-    key,
+    uniforms,
     max_new,
     temperature,
     top_p,
@@ -167,7 +172,8 @@ def decode(
     use_top_p: bool,
     buffer: int,
 ):
-    """Sample up to ``max_new`` tokens into a ``buffer``-long output, one cached step at a time.
+    """Sample up to ``max_new`` tokens into a ``buffer``-long output, one cached step at a time;
+    token ``t`` of row ``b`` is picked by ``uniforms[b, t]`` (``uniforms`` ``(B, buffer)``).
 
     Returns:
         ``(tokens (B, buffer), logprobs (B, buffer), lengths (B,), cache)``; the cache holds every
@@ -185,7 +191,7 @@ def decode(
 
     def body(state):
         step, cache, kv_mask, logits, pos, history, lps, lengths, done = state
-        token, lp = sample_token(logits, jax.random.fold_in(key, step), temperature, top_p, use_top_p)
+        token, lp = sample_token(logits, jax.lax.dynamic_slice_in_dim(uniforms, step, 1, axis=1), temperature, top_p, use_top_p)
         token = jnp.where(done, pad_id, token)
         history = history.at[:, width - 1 + step].set(token)
         lps = lps.at[:, step].set(jnp.where(done, 0.0, lp))
@@ -219,11 +225,13 @@ def generate(
     eos_ids: Sequence[int] = (),
     pad_id: int = 0,
     contexts: ContextCache | None = None,
+    keys: Sequence[tuple[int, int]] | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Sample continuations; see :meth:`textgym.algos.jax.model.JaxLanguageModel.generate`.
 
     ``contexts``: where earlier calls' keys and values are looked up and this call's are stored
-    (None: every prompt is prefilled whole and nothing is kept).
+    (None: every prompt is prefilled whole and nothing is kept). ``keys``: per prompt, the
+    ``(episode key, turn)`` its uniforms are drawn with (see :func:`textgym.draws.call_uniforms`).
     """
     if not prompts:
         return [], []
@@ -237,6 +245,8 @@ def generate(
     prompt_len = fine_bucket(max(len(p) for p in distinct))
     new = min(prompt_len, fine_bucket(max(len(p) - h.length for p, h in zip(distinct, hits))))
     buffer = bucket_length(max_new_tokens, _UNBOUNDED)
+    uniforms = np.zeros((rows, buffer), np.float32)  # batch padding rows and steps past max_new_tokens never sample
+    uniforms[:n, :max_new_tokens] = call_uniforms(seed, keys, n, max_new_tokens)
     ids = np.full((bucket_length(len(distinct), _UNBOUNDED, min_bucket=1), prompt_len), pad_id, np.int32)
     mask = np.zeros(ids.shape, np.int32)
     for i, p in enumerate(distinct):
@@ -258,7 +268,7 @@ def generate(
         logits,
         next_pos,
         done,
-        jax.random.key(seed),
+        uniforms,
         np.int32(max_new_tokens),
         np.float32(temperature),
         np.float32(top_p),

@@ -3,8 +3,8 @@
 The torch twin of :mod:`textgym.algos.jax`: the same names, the same array conventions (numpy
 in, numpy out), so the training loop never knows which backend it drives. The model is
 transformers' ``AutoModelForCausalLM`` in float32 (the dtype in which both backends agree to
-1e-4). Sampling draws from an explicit ``torch.Generator`` per call, so a seed alone fixes the
-output and no global RNG is touched.
+1e-4). Sampling draws counter-based uniforms keyed per row (:mod:`textgym.draws`), so the seed and
+inputs alone fix the output, in either backend, and no global RNG is touched.
 """
 
 from __future__ import annotations
@@ -184,6 +184,7 @@ class TorchLanguageModel:
         top_p: float = 1.0,
         stop_ids: Sequence[int | Sequence[int]] = (),
         eos_ids: Sequence[int] | None = None,
+        keys: Sequence[tuple[int, int]] | None = None,
     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Sample a continuation for each prompt with a KV cache, in one batch.
 
@@ -197,11 +198,15 @@ class TorchLanguageModel:
             prompts: 1-D int arrays of token ids (lengths may differ).
             max_new_tokens: Most tokens generated per prompt.
             temperature: Sampling temperature; 0 means greedy.
-            seed: Seeds this call's ``torch.Generator``; the same seed gives the same samples.
+            seed: The run's seed in every uniform drawn (see ``keys``); the same seed and inputs
+                give the same outputs.
             top_p: Nucleus sampling threshold (1.0 samples from the full distribution).
             stop_ids: Token sequences (or single ids) that also end a row when the generated ids
                 end with one.
             eos_ids: End-of-turn ids; ``None`` means :attr:`eos_ids`.
+            keys: Per prompt, ``(episode key, turn)``: token ``t`` is picked by the uniform
+                :func:`textgym.draws.token_uniforms` gives ``(seed, key, turn, t)``, the same in
+                either backend and whatever else is in the batch. None: ``(b, 0)`` for prompt ``b``.
 
         Returns:
             ``(ids, logprobs)``: per prompt, the generated ``int32`` ids (the EOS or stop tokens
@@ -227,6 +232,7 @@ class TorchLanguageModel:
                 eos_ids=self.eos_ids if eos_ids is None else eos_ids,
                 pad_id=self.pad_id,
                 contexts=self.contexts,
+                keys=keys,
                 packed=self._packed.get(model, len(prompts), weights),
             )
         finally:

@@ -8,7 +8,8 @@ the slots of a prompt's tokens that an earlier call already ran (an episode's pr
 filled from it and only the last ``new`` slots run through the model, where ``new`` is the most
 that any distinct prompt has not cached; after the call each row's keys and values are stored. On a CPU the linears multiply by weights packed
 once per call (:mod:`textgym.algos.torch.packed`): a step's products have only a few rows. Randomness
-comes from a ``torch.Generator`` seeded per call, never from torch's global RNG.
+is the row's own counter-based uniforms (:mod:`textgym.draws`), the numbers the JAX sampler gets,
+never torch's RNG: a row samples the same tokens whatever else shares its batch.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from textgym.algos.grpo.learner import stop_sequences
 from textgym.algos.grpo.prompts import distinct_prompts
 from textgym.algos.rollouts.context_cache import MISS, ContextCache, Hit
 from textgym.algos.torch.packed import PackedLinear, packed_linears
+from textgym.draws import call_uniforms
 
 
 def token_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -82,8 +84,8 @@ def last_position(width: int, device: torch.device) -> torch.Tensor:
     return torch.tensor([width - 1], device=device)
 
 
-def sample_token(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """One token per row and its logprob under ``log_softmax(logits / temperature)``."""
+def sample_token(logits: torch.Tensor, temperature: float, top_p: float, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per row, picked by its uniform ``u`` ``(B, 1)``, and its logprob under ``log_softmax(logits / temperature)``."""
     if temperature <= 0:
         tok = logits.argmax(-1)
         return tok, token_logprobs(logits, tok)
@@ -95,7 +97,7 @@ def sample_token(logits: torch.Tensor, temperature: float, top_p: float, generat
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_p * keep)
     # Inverse CDF with one uniform number per row: multinomial draws one per vocabulary entry.
     cdf = probs.cumsum(-1)
-    u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device) * cdf[:, -1:]
+    u = u * cdf[:, -1:]
     tok = (cdf <= u).sum(-1).clamp(max=probs.shape[-1] - 1)
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
 
@@ -150,12 +152,15 @@ def generate(
     pad_id: int,
     contexts: ContextCache | None = None,
     packed: dict[str, PackedLinear] | None = None,
+    keys: Sequence[tuple[int, int]] | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Sample from ``model`` (in eval mode); see :meth:`textgym.algos.torch.model.TorchLanguageModel.generate`.
 
     ``contexts``: where earlier calls' keys and values are looked up and this call's are stored
     (None: every prompt is prefilled whole and nothing is kept). ``packed``: packed linears kept
     from an earlier call on the same weights (see :func:`~textgym.algos.torch.packed.packed_linears`).
+    ``keys``: per prompt, the ``(episode key, turn)`` its uniforms are drawn with (see
+    :func:`textgym.draws.call_uniforms`).
     """
     batch = len(prompts)
     if batch == 0:
@@ -178,7 +183,7 @@ def generate(
         mask[i, width - len(p) :] = 1
     ids, mask, source = ids.to(device), mask.to(device), torch.as_tensor(source, dtype=torch.long, device=device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    generator = torch.Generator(device=device).manual_seed(int(seed))
+    uniforms = torch.from_numpy(call_uniforms(seed, keys, batch, int(max_new_tokens))).to(device)  # (B, max_new_tokens)
     eos = torch.as_tensor(list(eos_ids), dtype=torch.long, device=device)
     stops = stop_sequences(stop_ids)
     cache.layers = [_SlotLayer(width + int(max_new_tokens)) if type(layer) is DynamicLayer else layer for layer in cache.layers]
@@ -205,7 +210,7 @@ def generate(
         tokens, logps, history = [], [], [[] for _ in range(batch)]
         fed = 0  # decode steps run: the sampled tokens whose keys and values are in the cache
         for step in range(int(max_new_tokens)):
-            tok, lp = sample_token(logits[:, -1].float(), temperature, top_p, generator)
+            tok, lp = sample_token(logits[:, -1].float(), temperature, top_p, uniforms[:, step : step + 1])
             tok = torch.where(done, torch.full_like(tok, pad_id), tok)
             tokens.append(tok)
             logps.append(lp)

@@ -120,7 +120,6 @@ def collect_step(config: TrainConfig, model: Any, venvs: dict[str, Any], step: i
     tree = SeedTree(grpo.seed)
     seeds = tree.task_seeds(step, config.prompts_per_step)
     mine = processes.my_block(config.prompts_per_step)  # this process's groups (all of them in one process)
-    world, rank = processes.world_size(), processes.rank()
     local: list[Any] = []
     seconds = {"time/sampling": 0.0, "time/env": 0.0, "time/wrapper": 0.0}
     first = 0
@@ -134,7 +133,8 @@ def collect_step(config: TrainConfig, model: Any, venvs: dict[str, Any], step: i
             tree,
             "train_sampler",
             step,
-            row=row * world + rank,
+            row=row,
+            first_group=groups[0],  # episodes keyed by the step's group index, not by this process
             max_new_tokens=grpo.max_new_tokens,
             temperature=grpo.temperature,
             top_p=grpo.top_p,

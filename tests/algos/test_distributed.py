@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from tests.algos.test_split_runs import assert_same_run
 from tests.algos.test_train import SMALL, comparable, weights
 from textgym.algos.models import tiny
 from textgym.algos.train.report import read_metrics
@@ -136,6 +137,14 @@ def one_thread(run):
 # In the default suite (about 50 s here, most of it starting torchrun's two processes): the core claim.
 def test_two_processes_equal_one_on_the_same_global_batch(model_dir, two_process_run):
     assert_one_process_takes_the_same_steps(two_process_run, model_dir, "torch")
+
+
+def test_two_processes_sample_the_episodes_one_process_samples(entry, model_dir, two_process_run, tmp_path):
+    """Not only the same steps on the same batch: the same batch. Each episode draws from its own
+    key (step, group, index in the group), so the rank that plays it does not matter."""
+    one = textgym(entry, *train_argv(model_dir, tmp_path / "run"))
+    assert one.returncode == 0, one.stderr[-4000:]
+    assert_same_run(tmp_path / "run", two_process_run, 1e-5, start=model_dir)
 
 
 @pytest.mark.slow  # two JAX processes compile their steps separately: 5-10 min on 2 busy shared cores

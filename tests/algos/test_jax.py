@@ -32,6 +32,7 @@ from tests.algos.tiny_batches import multi_turn_rollouts
 from textgym.algos.grpo import GRPOConfig, grpo_loss, pack
 from textgym.algos.jax import Learner, load_model, sampler
 from textgym.algos.jax import loss as jax_loss
+from textgym.draws import call_uniforms
 from textgym.rollout import Rollout
 
 REPO = str(Path(__file__).resolve().parents[2])
@@ -282,7 +283,7 @@ def test_sampled_frequencies_follow_the_tempered_nucleus_distribution(temperatur
     logits = jnp.log(jnp.array([0.5, 0.25, 0.15, 0.1, 0.0]))
     rows = 20000
     tokens, lps = sampler.sample_token(
-        jnp.tile(logits, (rows, 1)), jax.random.key(0), jnp.float32(temperature), jnp.float32(top_p), top_p < 1
+        jnp.tile(logits, (rows, 1)), call_uniforms(0, None, rows, 1), jnp.float32(temperature), jnp.float32(top_p), top_p < 1
     )
     p = np.exp(np.asarray(jax.nn.log_softmax(logits / temperature)))
     np.testing.assert_allclose(np.asarray(lps), np.log(p[np.asarray(tokens)]), rtol=1e-5)

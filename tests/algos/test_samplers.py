@@ -1,7 +1,7 @@
 """Both samplers' cached paths against a cache-free reference, and the ``sampler_dtype`` option.
 
 The reference samples one step at a time by running every row's whole sequence so far through
-the model, with the same uniform numbers (torch: the same generator draws), so any slip in the
+the model, with the same uniform numbers (each row's keyed draws), so any slip in the
 prefill, the copied group cache, the slot cache or the last-position head changes a token or a
 logprob. bf16 sampling is checked against float32 teacher forcing of the sequences it drew.
 """
@@ -21,6 +21,7 @@ from textgym.algos.models import tiny
 from textgym.algos.torch import Learner, TorchLanguageModel, load_model
 from textgym.algos.torch import packed as packing
 from textgym.algos.torch.sampler import sample_token
+from textgym.draws import call_uniforms
 from textgym.rollout import Rollout
 
 SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
@@ -44,12 +45,12 @@ def prompts() -> list[np.ndarray]:
 @torch.no_grad()
 def reference_sample(model, rows: list[np.ndarray], new_tokens: int, temperature: float, seed: int):
     """No cache, no padding: each step runs every row's full sequence and samples like the sampler."""
-    generator = torch.Generator().manual_seed(seed)
+    uniforms = torch.from_numpy(call_uniforms(seed, None, len(rows), new_tokens))
     seqs = [torch.as_tensor(r, dtype=torch.long) for r in rows]
     tokens, logps = [], []
-    for _ in range(new_tokens):
+    for t in range(new_tokens):
         logits = torch.stack([model(input_ids=s[None]).logits[0, -1] for s in seqs])
-        tok, lp = sample_token(logits.float(), temperature, 1.0, generator)
+        tok, lp = sample_token(logits.float(), temperature, 1.0, uniforms[:, t : t + 1])
         seqs = [torch.cat([s, t[None]]) for s, t in zip(seqs, tok)]
         tokens.append(tok.numpy())
         logps.append(lp.numpy())

@@ -21,7 +21,7 @@ from textgym.algos.models import tiny
 from textgym.algos.train.report import read_metrics
 from textgym.env import Outcome, TextEnv
 from textgym.error import TextGymError
-from textgym.rollout import rollout_schema
+from textgym.rollout import EpisodeSlot, rollout_schema
 from textgym.tasks import Task
 
 pytest.importorskip("torch")
@@ -342,7 +342,7 @@ def test_the_warm_start_can_demonstrate_other_tasks_than_grpo_trains_on():
     assert same.sft_config().env_kwargs == {"size": 6}  # default: the env GRPO trains on
 
 
-def test_no_two_sampler_calls_share_a_seed_and_top_p_reaches_the_sampler(model_dir, tmp_path, monkeypatch):
+def test_no_two_episode_turns_share_their_draws_and_top_p_reaches_the_sampler(model_dir, tmp_path, monkeypatch):
     from textgym.algos import backends
 
     calls = []
@@ -356,7 +356,7 @@ def test_no_two_sampler_calls_share_a_seed_and_top_p_reaches_the_sampler(model_d
             return getattr(self.policy, name)
 
         def generate(self, prompts, max_new_tokens, temperature=1.0, seed=0, **kwargs):
-            calls.append((seed, kwargs.get("top_p", 1.0), temperature))
+            calls.append((kwargs["keys"], kwargs.get("top_p", 1.0), temperature))
             return self.policy.generate(prompts, max_new_tokens, temperature, seed, **kwargs)
 
     class Backend:
@@ -373,8 +373,8 @@ def test_no_two_sampler_calls_share_a_seed_and_top_p_reaches_the_sampler(model_d
     grpo = GRPOConfig(group_size=4, lr=3e-3, max_new_tokens=3, max_length=64, micro_batch_size=4, top_p=0.9)
     # 3 steps of 2 prompts x 4 on 4 envs: two waves of two turns per step, evaluation sampled too.
     train_module.train(config(model_dir, tmp_path / "run", env=TWO_TURN_ID, num_envs=4, grpo=grpo, eval_temperature=1.0))
-    seeds = [seed for seed, _, _ in calls]
-    assert len(calls) >= 3 * 2 * 2 + 2 * 2 and len(set(seeds)) == len(seeds)
+    draws = [key for keys, _, _ in calls for key in keys]  # (episode key, turn) of every row sampled
+    assert len(calls) >= 3 * 2 * 2 + 2 * 2 and len(set(draws)) == len(draws)
     assert all(top_p == 0.9 for _, top_p, _ in calls)
 
 
@@ -385,7 +385,7 @@ def test_the_seed_moves_training_tasks_and_sampling_but_not_held_out_tasks(model
     real = textgym.rollout.collect
 
     def spy(venv, policy, **kwargs):
-        seen.setdefault(run, []).append((tuple(kwargs["seeds"]), policy.call_seed(0)))
+        seen.setdefault(run, []).append((tuple(kwargs["seeds"]), policy.episode_key(EpisodeSlot(seed=0, group=0, member=0, turn=0))))
         return real(venv, policy, **kwargs)
 
     monkeypatch.setattr(textgym.rollout, "collect", spy)

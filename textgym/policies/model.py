@@ -9,13 +9,16 @@ the model whatever its chat template does with them (:mod:`textgym.tool_prompt`)
 from __future__ import annotations
 
 import importlib
+import inspect
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
+from textgym import draws
 from textgym.policies.base import PolicyOutput
+from textgym.rollout import EpisodeSlot
 
 
 class Generator(Protocol):
@@ -24,7 +27,11 @@ class Generator(Protocol):
     def generate(
         self, prompts: list[np.ndarray], max_new_tokens: int, temperature: float, seed: int
     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Sample a continuation of each prompt; return the new ids and their logprobs."""
+        """Sample a continuation of each prompt; return the new ids and their logprobs.
+
+        A generator that also takes ``keys=[(episode key, turn), ...]`` (one per prompt) draws
+        each prompt's tokens from its key alone (:func:`textgym.draws.call_uniforms`).
+        """
         ...
 
 
@@ -33,8 +40,14 @@ class ModelPolicy:
 
     Token-in/token-out: the prompt is the observation's ``int32`` ids as they are, and the
     action is the sampled ids, kept verbatim so the trajectory holds exactly what was sampled.
-    Each call uses a fresh seed (:meth:`call_seed`: ``seed``, ``seed + 1``, ...) so repeated turns
-    differ while a run stays reproducible; a trainer overrides it to draw from its seed tree.
+
+    Inside :func:`textgym.rollout.collect`, an episode's draws are its own: token ``t`` of its
+    policy turn ``k`` is picked by the uniform of ``(seed, key, k, t)`` (:mod:`textgym.draws`),
+    where the key (:meth:`episode_key`) is a function of its task seed and its index in its group.
+    So the same seeds give the same episodes whatever the vector env's width, the live slots or
+    the backend (float ties aside); a trainer overrides :meth:`episode_key` to key episodes from
+    its seed tree. Called outside ``collect``, each call uses a fresh seed (:meth:`call_seed`:
+    ``seed``, ``seed + 1``, ...) so repeated turns differ while a run stays reproducible.
 
     Both backends keep an episode's keys and values from one turn to the next, so a turn prefills
     only its new tokens. This policy tells the model when an episode is over (its slot went idle,
@@ -69,6 +82,8 @@ class ModelPolicy:
         self.top_p = float(top_p)
         self.calls = 0
         self._live: np.ndarray | None = None  # slots to sample (None: all)
+        self._episodes: list[EpisodeSlot | None] | None = None  # each slot's episode (None: unknown)
+        self._keyed = _takes_keys(model)
         self._contexts: dict[int, np.ndarray] = {}  # slot -> its episode's context after the last call
 
     def set_live_slots(self, live: Sequence[bool] | None) -> None:
@@ -80,6 +95,15 @@ class ModelPolicy:
         """
         self._live = None if live is None else np.asarray(live, dtype=bool)
         self._release([slot for slot in self._contexts if self._live is None or not self._live[slot]])
+
+    def set_episodes(self, episodes: Sequence[EpisodeSlot | None] | None) -> None:
+        """The episode each slot plays; ``collect`` says so before every ``act`` (None: unknown)."""
+        self._episodes = None if episodes is None else list(episodes)
+
+    def episode_key(self, episode: EpisodeSlot) -> int:
+        """The key of an episode's draws: its task seed and its index in its group (so its group's
+        episodes differ, and its draws do not depend on where in the batch it plays)."""
+        return draws.episode_key(-1 if episode.seed is None else episode.seed, episode.member)
 
     def _release(self, slots: Sequence[int]) -> None:
         """Free the model's cache of the episodes that ended in ``slots``."""
@@ -115,12 +139,14 @@ class ModelPolicy:
         self._release([slot for slot in live if slot in self._contexts and not _continues(prompts[slot], self._contexts[slot])])
         # top_p only when set, so that models whose generate has no top_p keep working.
         nucleus = {"top_p": self.top_p} if self.top_p < 1 else {}
+        keyed = {"keys": self._keys(live)} if self._keyed and self._episodes is not None else {}
         ids, logprobs = self.model.generate(
             [prompts[i] for i in live],
             max_new_tokens=self.max_new_tokens,
             temperature=self.temperature,
-            seed=self.call_seed(self.calls),
+            seed=self.seed if keyed else self.call_seed(self.calls),
             **nucleus,
+            **keyed,
         )
         self.calls += 1
         if len(ids) != len(live) or len(logprobs) != len(live):
@@ -133,6 +159,22 @@ class ModelPolicy:
                 raise ValueError(f"generate returned {actions[slot].shape[0]} ids but {lps[slot].shape[0]} logprobs for one prompt")
             self._contexts[slot] = np.concatenate([prompts[slot], actions[slot]])
         return PolicyOutput(actions, lps)
+
+    def _keys(self, live: Sequence[int]) -> list[tuple[int, int]]:
+        """``(episode key, turn)`` of each live slot's episode."""
+        episodes = [self._episodes[slot] for slot in live]
+        if any(e is None for e in episodes):
+            raise ValueError("set_episodes left a live slot without its episode")
+        return [(self.episode_key(e), e.turn) for e in episodes]
+
+
+def _takes_keys(model: Any) -> bool:
+    """Whether ``model.generate`` takes ``keys=`` (a generator written before keyed draws does not)."""
+    try:
+        parameters = inspect.signature(model.generate).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "keys" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def _continues(prompt: np.ndarray, context: np.ndarray) -> bool:
