@@ -1,0 +1,139 @@
+"""--report-to: what each tracker received, read back with its own reader, against metrics.jsonl."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from textgym.algos import trackers
+from textgym.error import MissingDependency
+
+sys.path.insert(0, os.path.dirname(__file__))
+import tracker_readers as read
+
+ALL = ("tensorboard", "wandb", "trackio")
+
+
+def tracker_env(tmp_path: Path) -> dict[str, str]:
+    """A process environment whose trackers write under ``tmp_path`` only, offline."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "TRACKIO_"))}
+    return env | {
+        "TRACKIO_DIR": str(tmp_path / "trackio"),
+        "WANDB_CONFIG_DIR": str(tmp_path / "wandb-config"),
+        "WANDB_CACHE_DIR": str(tmp_path / "wandb-cache"),
+        "WANDB_DATA_DIR": str(tmp_path / "wandb-data"),
+    }
+
+
+def assert_reported(records: list[dict], steps: dict[int, dict[str, float]], rel: float = 0.0) -> None:
+    """Every scalar of every record, under its key at its step, and nothing else at those keys."""
+    assert sorted(steps) == [r["step"] for r in records]
+    for r in records:
+        assert steps[r["step"]] == pytest.approx(read.scalars(r), rel=rel), r["step"]
+
+
+def assert_every_tracker_holds(run_dir: Path, records: list[dict], trackio_dir: Path) -> dict:
+    """The three trackers' runs of ``run_dir`` hold ``records`` exactly, each step once, in one tracker run."""
+    state = json.loads((run_dir / trackers.STATE).read_text())
+    tb_steps, tb_extra = read.tensorboard(run_dir / "tensorboard")
+    assert_reported(records, tb_steps, rel=1e-6)  # TensorBoard keeps float32
+    segments = read.wandb_runs(run_dir)
+    assert {s["id"] for s in segments} == {state["run_id"]}  # every life of the run is one wandb run
+    history = [step for s in segments for step in s["history"]]
+    assert len(history) == len(set(history))  # no step twice
+    assert_reported(records, {step: v for s in segments for step, v in s["history"].items()})
+    [(name, run)] = read.trackio(trackio_dir).items()
+    assert name.endswith(state["run_id"]) and run["rows"] == len(records)
+    assert_reported(records, run["steps"])
+    return {"state": state, "tensorboard": tb_extra, "wandb": segments, "trackio": run}
+
+
+REPORT = """
+import json, sys
+from textgym.algos.trackers import open_reporter
+records, config, fresh, summary = json.loads(sys.argv[1])
+reporter = open_reporter({names!r}, sys.argv[2], config, fresh=fresh)
+reporter.log_all(records)
+reporter.finish(summary, step=records[-1]["step"]) if summary else reporter.close()
+"""
+
+
+def report(tmp_path: Path, run_dir: Path, records, config, *, fresh, summary=None, names=ALL):
+    script = textwrap.dedent(REPORT.format(names=list(names)))
+    arg = json.dumps([records, config, fresh, summary])
+    out = subprocess.run([sys.executable, "-c", script, arg, str(run_dir)], env=tracker_env(tmp_path), capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
+RECORDS = [{"step": 0, "eval/success": 0.25, "eval/reward": 0.5}] + [
+    {"step": s, "train/reward": 0.125 * s, "train/skipped_update": s == 2, "train/generated_tokens": 10 + s, "time/step": 0.5 + s}
+    for s in range(1, 5)
+]
+RECORDS[-1] |= {"eval/success": 0.75, "eval/reward": 0.875}
+CONFIG = {"env": "textgym/Sudoku-v0", "env_kwargs": {"size": 4}, "steps": 4, "mesh": None, "grpo": {"lr": 0.001, "group_size": 8}}
+SUMMARY = {"steps": 4, "before": {"success": 0.25, "step": 0}, "after": {"success": 0.75, "step": 4}, "output_dir": "x", "minutes": 0.5}
+
+
+@pytest.mark.slow  # ~40 s: four tracker processes (wandb and trackio start their own services)
+def test_a_resumed_run_continues_the_same_tracker_runs_and_reports_each_step_once(tmp_path):
+    run_dir = tmp_path / "run"
+    report(tmp_path, run_dir, RECORDS[:3], CONFIG, fresh=True)  # the first life stops after step 2
+    report(tmp_path, run_dir, RECORDS, CONFIG, fresh=False, summary=SUMMARY)  # the resumed one sees every record
+    got = assert_every_tracker_holds(run_dir, RECORDS, tmp_path / "trackio")
+    assert len(list((run_dir / "tensorboard").glob("events.out.tfevents.*"))) == 2  # one directory, one file per life
+    assert [sorted(s["history"]) for s in got["wandb"]] == [[0, 1, 2], [3, 4]]
+    # the resolved config is each tracker run's hyperparameters
+    assert got["tensorboard"]["hparams"]["grpo.lr"] == 0.001 and got["tensorboard"]["hparams"]["env_kwargs"] == '{"size": 4}'
+    assert json.loads(got["tensorboard"]["config"].strip("`").removeprefix("json")) == CONFIG
+    assert all({k: v for k, v in s["config"].items() if k != "_wandb"} == CONFIG for s in got["wandb"])
+    assert {k: v for k, v in got["trackio"]["config"].items() if not k.startswith("_")} == CONFIG
+    # summary.json's figures are the run's summary
+    assert got["wandb"][-1]["summary"] | {"before/success": 0.25, "after/success": 0.75, "minutes": 0.5} == got["wandb"][-1]["summary"]
+    assert "| after/success | 0.75 |" in got["tensorboard"]["summary"]
+
+    report(tmp_path, run_dir, RECORDS[:2], CONFIG, fresh=True, names=("tensorboard",))  # a fresh start: a new tracker run
+    assert json.loads((run_dir / trackers.STATE).read_text())["run_id"] != got["state"]["run_id"]
+    assert sorted(read.tensorboard(run_dir / "tensorboard")[0]) == [0, 1]  # the old event files are gone
+
+
+def test_a_tracker_added_on_resume_receives_the_steps_already_logged(tmp_path):
+    run_dir = tmp_path / "run"
+    report(tmp_path, run_dir, RECORDS[:3], CONFIG, fresh=True, names=("tensorboard",))
+    state = json.loads((run_dir / trackers.STATE).read_text())
+    assert state["reported"] == {"tensorboard": 2}
+    report(tmp_path, run_dir, RECORDS, CONFIG, fresh=False, names=("tensorboard",))
+    assert_reported(RECORDS, read.tensorboard(run_dir / "tensorboard")[0], rel=1e-6)
+
+
+def test_a_tracker_that_is_not_installed_is_one_line(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    with pytest.raises(MissingDependency, match=r"^--report-to wandb needs the wandb package: pip install 'textgym\[wandb\]'$"):
+        trackers.check_installed(["tensorboard", "wandb"])
+    trackers.check_installed(["tensorboard"])
+
+
+def test_only_the_writing_process_reports(tmp_path):
+    reporter = trackers.open_reporter(ALL, tmp_path / "run", CONFIG, fresh=True, writer=False)
+    reporter.log_all(RECORDS)
+    reporter.finish(SUMMARY)
+    assert not (tmp_path / "run").exists()
+
+
+def test_summary_figures_are_the_numbers_of_summary_json():
+    assert trackers.summary_figures(SUMMARY) == {
+        "steps": 4,
+        "before/success": 0.25,
+        "before/step": 0,
+        "after/success": 0.75,
+        "after/step": 4,
+        "minutes": 0.5,
+    }
