@@ -137,3 +137,56 @@ def test_summary_figures_are_the_numbers_of_summary_json():
         "after/step": 4,
         "minutes": 0.5,
     }
+
+
+E2E_ENVS = ["--env", "textgym/Sudoku-v0", "--env", "textgym/Workplace-v0", "--env-kwargs",
+            json.dumps({"textgym/Sudoku-v0": {"size": 4, "blanks": 1, "max_turns": 1}, "textgym/Workplace-v0": {"max_turns": 1}})]  # fmt: skip
+E2E_RUN = ["--backend", "torch", "--model", "tiny", "--tiny-layers", "1", "--chat-template", "compact", "--steps", "2",
+           "--prompts-per-step", "2", "--group-size", "2", "--num-envs", "4", "--eval-every", "1", "--eval-episodes", "2",
+           "--max-new-tokens", "4", "--max-length", "512", "--micro-batch-size", "4", "--sft-steps", "0", "--no-plot",
+           "--no-progress", "--threads", "1", "--max-off-policy-steps", "1", "--report-to", "tensorboard,wandb,trackio"]  # fmt: skip
+
+
+@pytest.mark.slow  # ~3 min: two short runs of a mixture, each starting the three trackers
+def test_a_stopped_and_resumed_mixture_run_reports_every_metric_to_every_tracker(tmp_path):
+    pytest.importorskip("torch")
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "textgym.cli", "train", *E2E_ENVS, *E2E_RUN, "--output-dir", str(run_dir)]
+    for extra in (["--stop-after", "1"], []):  # stop after step 1, then resume to the end
+        out = subprocess.run(command + extra, env=tracker_env(tmp_path), capture_output=True, text=True, timeout=900)
+        assert out.returncode == 0, out.stderr[-3000:]
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    keys = set().union(*records)
+    assert {"eval/Sudoku-v0/success", "train/Workplace-v0/reward", "async/policy_version", "time/step", "loss/policy"} <= keys or (
+        {"eval/Sudoku-v0/success", "train/Workplace-v0/reward", "async/policy_version", "time/step"} <= keys
+    )
+    got = assert_every_tracker_holds(run_dir, records, tmp_path / "trackio")
+    assert [sorted(s["history"]) for s in got["wandb"]] == [[0, 1], [2]]
+    config = json.loads((run_dir / "config.json").read_text())
+    assert {k: v for k, v in got["wandb"][-1]["config"].items() if k != "_wandb"} == config
+    assert got["tensorboard"]["hparams"]["grpo.group_size"] == 2 and got["tensorboard"]["hparams"]["report_to"] == json.dumps(config["report_to"])
+    figures = trackers.summary_figures(json.loads((run_dir / "summary.json").read_text()))
+    assert figures["after/step"] == 2 and {k: got["wandb"][-1]["summary"][k] for k in figures} == pytest.approx(figures)
+
+
+def test_train_and_sft_report_their_metrics_to_tensorboard(tmp_path):
+    pytest.importorskip("torch")
+    from test_train import SMALL, config
+
+    from textgym.algos import tiny
+    from textgym.algos import train as train_module
+    from textgym.algos.config import SFTConfig
+    from textgym.algos.metrics import read_metrics
+    from textgym.algos.sft import sft
+
+    model_dir = tiny.create(tmp_path / "tiny", seed=0, size=SMALL)
+    run_dir = tmp_path / "run"
+    summary = train_module.train(config(model_dir, run_dir, steps=2, report_to=("tensorboard",)))
+    steps, extra = read.tensorboard(run_dir / "tensorboard")
+    assert_reported(read_metrics(run_dir / "metrics.jsonl"), steps, rel=1e-6)
+    assert extra["hparams"]["steps"] == 2 and f"| after/success | {summary['after']['success']:g} |" in extra["summary"]
+
+    sft_dir = tmp_path / "sft"
+    sft(SFTConfig(env=config(model_dir, run_dir).env, model=str(model_dir), chat_template="compact", steps=2, demos=4, batch_size=2,
+                  max_length=64, micro_batch_size=2, output_dir=str(sft_dir), progress=False, report_to=("tensorboard",)))  # fmt: skip
+    assert_reported(read_metrics(sft_dir / "sft_metrics.jsonl"), read.tensorboard(sft_dir / "tensorboard")[0], rel=1e-6)
