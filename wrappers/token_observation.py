@@ -168,10 +168,10 @@ class TokenObservation(gym.Wrapper):
     # ----- Gymnasium API -----
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        return self._timed(self._reset, seed=seed, options=options)
+        return self._timed(self._reset_tokens, seed=seed, options=options)
 
     def step(self, action: Any):
-        return self._timed(self._step, action)
+        return self._timed(self._step_tokens, action)
 
     def _timed(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         """``method(*args, **kwargs)``, its seconds outside the wrapped env added to ``render_seconds``."""
@@ -181,7 +181,7 @@ class TokenObservation(gym.Wrapper):
         finally:
             self.render_seconds += time.perf_counter() - start - (self.env_seconds - inner)
 
-    def _reset(self, *, seed: int | None, options: dict[str, Any] | None):
+    def _reset_tokens(self, *, seed: int | None, options: dict[str, Any] | None):
         start = time.perf_counter()
         conversation, info = self.env.reset(seed=seed, options=options)
         self.env_seconds += time.perf_counter() - start
@@ -206,7 +206,7 @@ class TokenObservation(gym.Wrapper):
             self._samples = SampleSplitter([self._plain(m) for m in self._conversation], self._rendered)
         return self._ids(), info
 
-    def _step(self, action: Any):
+    def _step_tokens(self, action: Any):
         if self._done:
             raise ResetNeeded("call reset() before step()" if not self._chunks else "the episode has ended; call reset()")
         if self._samples is not None:
