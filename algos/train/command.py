@@ -14,6 +14,7 @@ from textgym.algos.distributed import launch, processes
 from textgym.algos.train.loop import train
 from textgym.algos.train.report import print_summary
 from textgym.algos.train.run_dir import check_resume_world_size, resumable_checkpoint
+from textgym.algos.train.trackers import check_installed
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +42,7 @@ def run_train(args: argparse.Namespace) -> int:
 def _run_in_processes(config: TrainConfig | SFTConfig, args: argparse.Namespace, job: Callable, report: Callable) -> int:
     """Run ``job(config)`` here, or launch the ``--nproc`` processes that each run this command line;
     only the process that writes run files reports ``job``'s result."""
+    check_installed(config.report_to)  # a missing tracker is one line before any process starts
     if launch.wants_launch(args):
         if config.backend == "jax":
             return launch.run_jax_processes(args.nproc, args.command_line)

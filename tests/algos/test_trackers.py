@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from textgym.algos import trackers
+from textgym.algos.train import trackers
 from textgym.error import MissingDependency
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -56,7 +56,7 @@ def assert_every_tracker_holds(run_dir: Path, records: list[dict], trackio_dir: 
 
 REPORT = """
 import json, sys
-from textgym.algos.trackers import open_reporter
+from textgym.algos.train.trackers import open_reporter
 records, config, fresh, summary = json.loads(sys.argv[1])
 reporter = open_reporter({names!r}, sys.argv[2], config, fresh=fresh)
 reporter.log_all(records)
@@ -156,15 +156,15 @@ def test_a_stopped_and_resumed_mixture_run_reports_every_metric_to_every_tracker
         out = subprocess.run(command + extra, env=tracker_env(tmp_path), capture_output=True, text=True, timeout=900)
         assert out.returncode == 0, out.stderr[-3000:]
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    keys = set().union(*records)
-    assert {"eval/Sudoku-v0/success", "train/Workplace-v0/reward", "async/policy_version", "time/step", "loss/policy"} <= keys or (
-        {"eval/Sudoku-v0/success", "train/Workplace-v0/reward", "async/policy_version", "time/step"} <= keys
-    )
+    keys = set().union(*records)  # the mixture's per-env curves, the background sampler's and the timings are there
+    assert {"eval/Sudoku-v0/success", "train/Workplace-v0/reward", "async/policy_version", "time/step", "time/sampling"} <= keys
     got = assert_every_tracker_holds(run_dir, records, tmp_path / "trackio")
     assert [sorted(s["history"]) for s in got["wandb"]] == [[0, 1], [2]]
     config = json.loads((run_dir / "config.json").read_text())
     assert {k: v for k, v in got["wandb"][-1]["config"].items() if k != "_wandb"} == config
-    assert got["tensorboard"]["hparams"]["grpo.group_size"] == 2 and got["tensorboard"]["hparams"]["report_to"] == json.dumps(config["report_to"])
+    assert got["tensorboard"]["hparams"]["grpo.group_size"] == 2 and got["tensorboard"]["hparams"]["report_to"] == json.dumps(
+        config["report_to"]
+    )
     figures = trackers.summary_figures(json.loads((run_dir / "summary.json").read_text()))
     assert figures["after/step"] == 2 and {k: got["wandb"][-1]["summary"][k] for k in figures} == pytest.approx(figures)
 
@@ -173,15 +173,15 @@ def test_train_and_sft_report_their_metrics_to_tensorboard(tmp_path):
     pytest.importorskip("torch")
     from test_train import SMALL, config
 
-    from textgym.algos import tiny
-    from textgym.algos import train as train_module
     from textgym.algos.config import SFTConfig
-    from textgym.algos.metrics import read_metrics
-    from textgym.algos.sft import sft
+    from textgym.algos.models import tiny
+    from textgym.algos.train import train
+    from textgym.algos.train.report import read_metrics
+    from textgym.algos.train.sft import sft
 
     model_dir = tiny.create(tmp_path / "tiny", seed=0, size=SMALL)
     run_dir = tmp_path / "run"
-    summary = train_module.train(config(model_dir, run_dir, steps=2, report_to=("tensorboard",)))
+    summary = train(config(model_dir, run_dir, steps=2, report_to=("tensorboard",)))
     steps, extra = read.tensorboard(run_dir / "tensorboard")
     assert_reported(read_metrics(run_dir / "metrics.jsonl"), steps, rel=1e-6)
     assert extra["hparams"]["steps"] == 2 and f"| after/success | {summary['after']['success']:g} |" in extra["summary"]

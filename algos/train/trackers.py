@@ -30,11 +30,11 @@ import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
+from textgym.algos.config.run import Tracker
 from textgym.error import MissingDependency
 
-Tracker = Literal["tensorboard", "wandb", "trackio"]
 TRACKERS: tuple[str, ...] = get_args(Tracker)
 STATE = "trackers.json"
 TENSORBOARD_DIR = "tensorboard"
@@ -54,6 +54,7 @@ class Reporter:
     """The trackers of one run: :meth:`log` each metrics record, :meth:`finish` with the summary.
 
     An empty reporter (no tracker named, or a process that does not write run files) does nothing.
+    As a context manager it closes the trackers when the run stops on an error.
     """
 
     def __init__(self, trackers: Mapping[str, Any] | None = None, state_path: Path | None = None, state: dict[str, Any] | None = None):
@@ -87,6 +88,12 @@ class Reporter:
     def close(self) -> None:
         """Close the trackers without a summary (a run that stopped on an error)."""
         self.finish()
+
+    def __enter__(self) -> Reporter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _save(self) -> None:
         if self.state_path is not None:
