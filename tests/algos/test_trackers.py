@@ -147,7 +147,8 @@ E2E_RUN = ["--backend", "torch", "--model", "tiny", "--tiny-layers", "1", "--cha
            "--no-progress", "--threads", "1", "--max-off-policy-steps", "1", "--report-to", "tensorboard,wandb,trackio"]  # fmt: skip
 
 
-@pytest.mark.slow  # ~3 min: two short runs of a mixture, each starting the three trackers
+@pytest.mark.slow  # ~3 min (12 on a loaded 2-core machine): two short runs of a mixture, each starting the three trackers
+@pytest.mark.timeout(1800)
 def test_a_stopped_and_resumed_mixture_run_reports_every_metric_to_every_tracker(tmp_path):
     pytest.importorskip("torch")
     run_dir = tmp_path / "run"
