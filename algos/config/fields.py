@@ -76,7 +76,10 @@ def check_choices(config: Any) -> None:
     for f in dataclasses.fields(config):
         allowed = literal_values(hints[f.name])
         value = getattr(config, f.name)
-        if allowed and value not in allowed and not (value is None and _optional(hints[f.name])):
+        if get_origin(hints[f.name]) is tuple:  # a list of choices (``report_to``): each of them
+            if allowed and any(v not in allowed for v in value):
+                raise ValueError(f"{f.name} takes {', '.join(map(repr, allowed))}, got {list(value)!r}")
+        elif allowed and value not in allowed and not (value is None and _optional(hints[f.name])):
             raise ValueError(f"{f.name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
 
 

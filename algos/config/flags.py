@@ -16,7 +16,7 @@ import dataclasses
 import types
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from textgym.algos.config.fields import field_docs, plain
+from textgym.algos.config.fields import field_docs, literal_values, plain
 from textgym.arguments import comma_separated, json_object, seed_int
 
 
@@ -51,7 +51,7 @@ def add_fields(group: Any, cls: type, *, skip: tuple[str, ...] = (), repeat: tup
         hint = _optional(hints[f.name])
         kwargs: dict[str, Any] = {"default": argparse.SUPPRESS, "dest": f.name}
         help_text = plain(docs[f.name])
-        if f.default is not dataclasses.MISSING and f.default is not None and hint is not bool:
+        if f.default not in (dataclasses.MISSING, None, ()) and hint is not bool:
             help_text += f" (default: {f.default})"
         if f.name in repeat:
             kwargs.update(action="append", type=_element(hints[f.name]))
@@ -64,6 +64,8 @@ def add_fields(group: Any, cls: type, *, skip: tuple[str, ...] = (), repeat: tup
             kwargs["type"] = seed_int
         elif get_origin(hint) is dict or hint is dict:
             kwargs["type"] = json_object
+        elif get_origin(hint) is tuple and literal_values(get_args(hint)[0]):
+            kwargs["type"] = choice_list(literal_values(get_args(hint)[0]))
         elif get_origin(hint) is tuple:
             kwargs["type"] = comma_separated(get_args(hint)[0])
         elif hint in (int, float, str):
@@ -71,6 +73,23 @@ def add_fields(group: Any, cls: type, *, skip: tuple[str, ...] = (), repeat: tup
         else:
             raise TypeError(f"no flag type for {cls.__name__}.{f.name}: {hints[f.name]}")
         group.add_argument("--" + f.name.replace("_", "-"), help=help_text.replace("%", "%%"), **kwargs)
+
+
+def choice_list(choices: tuple[str, ...]):
+    """argparse type for ``a,b``: a tuple of ``choices`` (``none``: the empty tuple).
+
+    Example:
+        >>> choice_list(("tensorboard", "wandb"))("wandb,tensorboard")
+        ('wandb', 'tensorboard')
+    """
+
+    def parse(text: str) -> tuple[str, ...]:
+        values = () if text.strip() == "none" else tuple(v.strip() for v in text.split(","))
+        if any(v not in choices for v in values):
+            raise argparse.ArgumentTypeError(f"expected comma-separated values of {', '.join(choices)} (or none), got {text!r}")
+        return values
+
+    return parse
 
 
 def given(args: argparse.Namespace, cls: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:

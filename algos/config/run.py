@@ -33,6 +33,7 @@ TemplateBreak = Literal["raise", "new_sample"]
 VectorMode = Literal["sync", "async", "ray"]
 DataParallel = Literal["ddp", "fsdp"]
 TinyVocab = Literal["bytes", "bpe"]
+Tracker = Literal["tensorboard", "wandb", "trackio"]
 
 # Fields that SFTConfig and TrainConfig share mean the same thing: one text each.
 _BACKEND = "``jax`` or ``torch``; nothing else depends on it."
@@ -54,6 +55,13 @@ _TEMPLATE_BREAK = (
     "Where the chat template rewrites earlier turns (Qwen3's dropping of past ``<think>`` blocks): "
     "``raise`` a TemplateError, or ``new_sample``: split the episode there into training samples "
     "that share its advantage (see ``TokenObservation`` and docs/tokens.md)."
+)
+_REPORT_TO = (
+    "Experiment trackers that receive the run, comma-separated: ``tensorboard`` (event files in "
+    "``<output_dir>/tensorboard``), ``wandb`` (an offline run in ``<output_dir>/wandb`` unless ``WANDB_MODE`` "
+    "says otherwise), ``trackio`` (its local store); empty: none. Every number of the metrics stream goes to "
+    "each under its key and step, the resolved config is the tracker run's hyperparameters, ``summary.json`` "
+    "its summary, and a resumed run continues the same tracker run (see :mod:`textgym.algos.train.trackers`)."
 )
 _THREADS = "Intra-op CPU threads of the backend (``None``: the framework's default); see :func:`textgym.algos.backends.load_backend`."
 _ORACLE_KWARGS = (
@@ -139,9 +147,11 @@ class SFTConfig:
     threads: int | None = option(None, _THREADS, **warm_start("threads"))
     data_parallel: DataParallel = option("ddp", _DATA_PARALLEL, **warm_start("data_parallel"))
     progress: bool = option(True, "Show rich progress bars.", **warm_start("progress"))
+    report_to: tuple[Tracker, ...] = option((), _REPORT_TO, **warm_start("report_to"))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
+        object.__setattr__(self, "report_to", _trackers(self.report_to))
         if not isinstance(self.env, str):
             object.__setattr__(self, "env", _distinct_ids(self.env))
         check_choices(self)
@@ -266,11 +276,13 @@ class TrainConfig:
     data_parallel: DataParallel = option("ddp", _DATA_PARALLEL)
     plot: bool = option(True, "Write ``curve.png`` (needs matplotlib).")
     progress: bool = option(True, "Show rich progress bars.")
+    report_to: tuple[Tracker, ...] = option((), _REPORT_TO)
     grpo: GRPOConfig = option(factory=GRPOConfig, doc="The GRPO objective and optimiser (see :class:`~textgym.algos.grpo.GRPOConfig`).")
 
     def __post_init__(self) -> None:
         if not isinstance(self.env, str):
             object.__setattr__(self, "env", _distinct_ids(self.env))
+        object.__setattr__(self, "report_to", _trackers(self.report_to))
         if self.env_weights is not None:
             object.__setattr__(self, "env_weights", tuple(float(w) for w in self.env_weights))
             finite = all(math.isfinite(w) and w >= 0 for w in self.env_weights)  # NaN passes both < 0 and <= 0
@@ -354,6 +366,14 @@ def _distinct_ids(envs: Any) -> tuple[str, ...]:
     if not envs or len(set(envs)) != len(envs):
         raise ValueError(f"expected one or more distinct env ids, got {list(envs)}")
     return envs
+
+
+def _trackers(value: Any) -> tuple[str, ...]:
+    """``report_to`` as a tuple without repeats; a string is read as the command line's comma-separated list
+    (TRL's ``report_to="tensorboard,wandb"``; ``"none"``: none)."""
+    if isinstance(value, str):
+        value = [] if value.strip() == "none" else [v.strip() for v in value.split(",") if v.strip()]
+    return tuple(dict.fromkeys(value))
 
 
 def _entry(value: dict[str, Any] | None, envs: tuple[str, ...], env: str) -> dict[str, Any] | None:

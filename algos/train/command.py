@@ -16,6 +16,7 @@ from textgym.algos.rollouts import ahead
 from textgym.algos.train.loop import train
 from textgym.algos.train.report import print_summary
 from textgym.algos.train.run_dir import check_resume_world_size, claim_run_dir, resumable_checkpoint
+from textgym.algos.train.trackers import check_installed
 from textgym.arguments import check_env_ids
 
 
@@ -44,6 +45,7 @@ def run_train(args: argparse.Namespace) -> int:
 def _run_in_processes(config: TrainConfig | SFTConfig, args: argparse.Namespace, job: Callable, report: Callable) -> int:
     """Run ``job(config)`` here, or launch the ``--nproc`` processes that each run this command line;
     only the process that writes run files reports ``job``'s result."""
+    check_installed(config.report_to)  # a missing tracker is one line before any process starts
     if launch.wants_launch(args):
         if config.backend == "jax":
             return launch.run_jax_processes(args.nproc, args.command_line)

@@ -14,7 +14,8 @@ The loop, top to bottom (one GRPO step per iteration)::
 
 Before it, an optional SFT warm start on oracle demonstrations (:mod:`textgym.algos.train.sft`);
 after it, ``final/`` (a HF directory), ``summary.json`` (held-out success before and after) and
-``curve.png``. Every seed is a function of ``config.seed`` and its place in the run (one
+``curve.png``. Every metrics record also goes to the experiment trackers of ``--report-to``
+(:mod:`~textgym.algos.train.trackers`). Every seed is a function of ``config.seed`` and its place in the run (one
 :class:`~textgym.algos.grpo.SeedTree`), and the learner's state (weights, optimiser, KL reference)
 is checkpointed whole, so a resumed run continues exactly as the uninterrupted one would have.
 
@@ -30,12 +31,14 @@ from typing import Any
 
 from textgym.algos import backends, models
 from textgym.algos.config import TrainConfig
+from textgym.algos.config.fields import to_json
 from textgym.algos.distributed import processes
 from textgym.algos.rollouts import ahead, token_envs
 from textgym.algos.train.episodes import Episodes, collect_step
 from textgym.algos.train.report import MetricsLog, plot_curve, progress_bar, summarize, summary_line
 from textgym.algos.train.run_dir import Start, keep_best, open_run, remove_checkpoints, save_checkpoint
 from textgym.algos.train.step import grpo_step
+from textgym.algos.train.trackers import check_installed, open_reporter
 from textgym.arguments import check_env_ids
 
 
@@ -51,40 +54,44 @@ def train(config: TrainConfig) -> dict[str, Any]:
     model_dir = start_model(config, run.out)
     model, learner = load_learner(config, run, model_dir)
     resumed = run.step if run.checkpoint is not None else None
-    log = processes.writer_first(lambda: MetricsLog(run.out / "metrics.jsonl", keep_until=resumed, writer=processes.is_writer()))
-    template = token_envs.chat_template(config.chat_template, config.model)
-    episodes = Episodes(config, model, models.load_tokenizer(model_dir), template)
-    step, background = run.step, None
-    stop = config.steps if config.stop_after is None else min(config.steps, step + config.stop_after)
-    try:
-        if step == 0:
-            log.write(keep_best(learner, run.out, {"step": 0} | episodes.evaluate(0), log.records, template))
-        saved = step
-        collect = lambda sampler, at: collect_step(config, sampler, episodes.train, at)
-        background = ahead.start(config.grpo.max_off_policy_steps, collect, model, step, stop)
-        with progress_bar(f"GRPO ({config.backend})", total=config.steps, completed=step, enabled=config.progress) as bar:
-            try:
-                while step < stop:
-                    record = grpo_step(config, model, learner, episodes.train, step, background and background.take(step))
-                    step += 1
-                    if background:
-                        background.publish(step, model)
-                    if step % config.eval_every == 0 or step == config.steps:
-                        record = keep_best(learner, run.out, record | episodes.evaluate(step), log.records, template)
-                    log.write(record)
-                    if step % config.save_every == 0 or step == stop:
+    writer = processes.is_writer()
+    with open_reporter(config.report_to, run.out, json.loads(to_json(config)), fresh=resumed is None, writer=writer) as reporter:
+        log = processes.writer_first(lambda: MetricsLog(run.out / "metrics.jsonl", keep_until=resumed, writer=writer, reporter=reporter))
+        template = token_envs.chat_template(config.chat_template, config.model)
+        episodes = Episodes(config, model, models.load_tokenizer(model_dir), template)
+        step, background = run.step, None
+        stop = config.steps if config.stop_after is None else min(config.steps, step + config.stop_after)
+        try:
+            if step == 0:
+                log.write(keep_best(learner, run.out, {"step": 0} | episodes.evaluate(0), log.records, template))
+            saved = step
+            collect = lambda sampler, at: collect_step(config, sampler, episodes.train, at)
+            background = ahead.start(config.grpo.max_off_policy_steps, collect, model, step, stop)
+            with progress_bar(f"GRPO ({config.backend})", total=config.steps, completed=step, enabled=config.progress) as bar:
+                try:
+                    while step < stop:
+                        record = grpo_step(config, model, learner, episodes.train, step, background and background.take(step))
+                        step += 1
+                        if background:
+                            background.publish(step, model)
+                        if step % config.eval_every == 0 or step == config.steps:
+                            record = keep_best(learner, run.out, record | episodes.evaluate(step), log.records, template)
+                        log.write(record)
+                        if step % config.save_every == 0 or step == stop:
+                            save_checkpoint(learner, run.out, step, template)
+                            saved = step
+                        bar.update(advance=1, info=summary_line(record))
+                except KeyboardInterrupt:
+                    if step > saved:  # nothing lost: the last finished step is kept
                         save_checkpoint(learner, run.out, step, template)
-                        saved = step
-                    bar.update(advance=1, info=summary_line(record))
-            except KeyboardInterrupt:
-                if step > saved:  # nothing lost: the last finished step is kept
-                    save_checkpoint(learner, run.out, step, template)
-                raise
-    finally:
-        if background is not None:
-            background.close()
-        episodes.close()
-    return finish(config, run.out, learner, log.records, step, template, time.perf_counter() - started)
+                    raise
+        finally:
+            if background is not None:
+                background.close()
+            episodes.close()
+        summary = finish(config, run.out, learner, log.records, step, template, time.perf_counter() - started)
+        reporter.finish(summary, step)
+    return summary
 
 
 def join_run(config: TrainConfig) -> TrainConfig:
@@ -93,6 +100,7 @@ def join_run(config: TrainConfig) -> TrainConfig:
     asynchronous GRPO cannot run on)."""
     config = config.resolved()
     check_env_ids(config.envs)
+    check_installed(config.report_to)
     if config.env_url:
         from textgym.remote import check_servers
 

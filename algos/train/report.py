@@ -30,11 +30,14 @@ class MetricsLog:
         keep_until: Keep existing records with ``step <= keep_until`` (resume); ``None`` starts empty.
         writer: Whether this process writes the file; the other ranks of a multi-process run keep
             the same records in memory only.
+        reporter: The run's experiment trackers (:mod:`~textgym.algos.train.trackers`): they get the
+            kept records now (those they have not had yet) and every record written.
     """
 
-    def __init__(self, path: str | os.PathLike, keep_until: int | None = None, *, writer: bool = True):
+    def __init__(self, path: str | os.PathLike, keep_until: int | None = None, *, writer: bool = True, reporter: Any = None):
         self.path = Path(path)
         self.writer = writer
+        self.reporter = reporter
         kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= keep_until] if keep_until is not None else []
         if writer:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -42,6 +45,8 @@ class MetricsLog:
                 for record in kept:
                     fh.write(json.dumps(record) + "\n")
         self.records = kept
+        if reporter is not None:
+            reporter.log_all(kept)
 
     def write(self, record: Mapping[str, Any]) -> None:
         record = dict(record)
@@ -49,6 +54,8 @@ class MetricsLog:
             with open(self.path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(record) + "\n")
         self.records.append(record)
+        if self.reporter is not None:
+            self.reporter.log(record)
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:

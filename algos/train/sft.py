@@ -11,6 +11,7 @@ token negative log-likelihood. Both backends' ``Learner.train_step`` therefore d
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from textgym.algos.grpo import Batch, GRPOConfig, SeedTree, pack, policy_prefix
 from textgym.algos.grpo.lora import MERGED
 from textgym.algos.rollouts.token_envs import chat_template, keep_chat_template, token_venv
 from textgym.algos.train.report import MetricsLog, progress_bar
+from textgym.algos.train.trackers import check_installed, open_reporter
 from textgym.arguments import check_env_ids
 from textgym.error import TextGymError
 from textgym.rollout import Rollout
@@ -128,6 +130,7 @@ def sft(config: SFTConfig) -> Path:
     """
     config = config.resolved()
     check_env_ids(config.envs)
+    check_installed(config.report_to)
     processes.init(config.backend)  # under torchrun: every rank trains its share of each batch's rows
     writer = processes.is_writer()
     if not writer:
@@ -168,18 +171,20 @@ def sft(config: SFTConfig) -> Path:
     )
     learner = make_learner(backend, model, grpo, data_parallel=config.data_parallel, optimizer=config.optimizer)
     order = tree.rng("sft_order").permutation(len(demos))
-    log = MetricsLog(out / "sft_metrics.jsonl", writer=writer)
-    with progress_bar("SFT", total=config.steps, enabled=config.progress) as bar:
-        for step in range(config.steps):
-            picks = [demos[order[(step * config.batch_size + i) % len(demos)]] for i in range(config.batch_size)]
-            batch = sft_batch(picks, grpo, model.pad_id)
-            record = {"step": step + 1} | ({"sft/demo_success": solved} if step == 0 else {})
-            if step % 10 == 0 or step == config.steps - 1:
-                record["sft/nll"] = nll(model, batch)
-                bar.update(info=f"nll {record['sft/nll']:.3f}")
-            metrics = learner.train_step(batch)
-            log.write(record | {k: v for k, v in metrics.items() if k.startswith("stats/")})
-            bar.update(advance=1)
+    # A warm start never resumes (a finished one is skipped): its tracker run starts fresh.
+    with open_reporter(config.report_to, out, json.loads(to_json(config)), fresh=True, writer=writer) as reporter:
+        log = MetricsLog(out / "sft_metrics.jsonl", writer=writer, reporter=reporter)
+        with progress_bar("SFT", total=config.steps, enabled=config.progress) as bar:
+            for step in range(config.steps):
+                picks = [demos[order[(step * config.batch_size + i) % len(demos)]] for i in range(config.batch_size)]
+                batch = sft_batch(picks, grpo, model.pad_id)
+                record = {"step": step + 1} | ({"sft/demo_success": solved} if step == 0 else {})
+                if step % 10 == 0 or step == config.steps - 1:
+                    record["sft/nll"] = nll(model, batch)
+                    bar.update(info=f"nll {record['sft/nll']:.3f}")
+                metrics = learner.train_step(batch)
+                log.write(record | {k: v for k, v in metrics.items() if k.startswith("stats/")})
+                bar.update(advance=1)
     learner.export(final)  # every rank calls it; rank 0 writes
     if writer:
         keep_chat_template(final, template)
