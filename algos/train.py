@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from textgym.algos import async_rollouts, backends, distributed, flags, launch, models, recipes, sampling, token_envs
+from textgym.algos.branches import collect_branches
 from textgym.algos.config import SFTConfig, TrainConfig
 from textgym.algos.fields import to_json
 from textgym.algos.grpo import GRPOConfig, SeedTree, drop_zero_std_groups, pack, policy_prefix
@@ -225,18 +226,19 @@ def keep_best(
     return record
 
 
-def prompt_shares(config: TrainConfig) -> list[int]:
-    """Prompts per env of each step: ``env_weights`` (equal by default) times ``prompts_per_step``,
-    rounded by largest remainder so that they add up.
+def prompt_shares(config: TrainConfig, total: int | None = None) -> list[int]:
+    """Prompts per env of each step: ``env_weights`` (equal by default) times ``total``
+    (``prompts_per_step`` by default), rounded by largest remainder so that they add up.
 
     Example:
         >>> prompt_shares(TrainConfig(env=("a", "b", "c"), env_weights=(2, 1, 1), prompts_per_step=6))
         [3, 2, 1]
     """
     weights = np.asarray(config.env_weights or [1.0] * len(config.envs), dtype=np.float64)
-    exact = config.prompts_per_step * weights / weights.sum()
+    total = config.prompts_per_step if total is None else total
+    exact = total * weights / weights.sum()
     counts = np.floor(exact).astype(int)
-    for i in np.argsort(-(exact - counts), kind="stable")[: config.prompts_per_step - counts.sum()]:
+    for i in np.argsort(-(exact - counts), kind="stable")[: total - counts.sum()]:
         counts[i] += 1
     return counts.tolist()
 
@@ -279,8 +281,9 @@ def grpo_step(
         # Every episode, also those of groups the zero-std filter dropped (advantage 0: all rewards equal).
         trained = dict(zip(map(id, update.kept), update.batch.advantages)) if update.batch is not None else {}
         write_step_rollouts(Path(config.output_dir), step + 1, rollouts, [float(trained.get(id(r), 0.0)) for r in rollouts], version)
-    by_env = [[r for r in rollouts if r.env_id == env] for env in venvs]
-    record = {"step": step + 1} | _train_stats(rollouts)
+    episodes = [r for r in rollouts if r.branch is None]  # train/* and train/end/*: whole episodes, as without branches
+    by_env = [[r for r in episodes if r.env_id == env] for env in venvs]
+    record = {"step": step + 1} | _train_stats(episodes)
     if len(venvs) > 1:
         record |= {
             f"train/{_env_name(env)}/{k.removeprefix('train/')}": v
@@ -298,7 +301,7 @@ def grpo_step(
             "train/skipped_update": float(not update.metrics),
             "train/env_errors": sum(r.end_reason == "env_error" for r in rollouts),
             "stats/zero_std_groups": float(update.zero_std),
-            **end_fractions(rollouts),
+            **end_fractions(episodes),
             **update.metrics,
         }
         | sampled
@@ -308,8 +311,9 @@ def grpo_step(
 
 def collect_step(config: TrainConfig, policy: Any, venvs: dict[str, Any], step: int) -> tuple[list[Any], dict[str, float]]:
     """Step ``step``'s groups sampled by ``policy``, shared among a mixture's envs by
-    :func:`prompt_shares` (every process's, in order), and this process's ``time/sampling``,
-    ``time/env`` and ``time/wrapper`` of them (see :func:`token_envs.token_seconds`)."""
+    :func:`prompt_shares` (every process's, in order), then its ``branch_groups`` branched groups
+    (:func:`~textgym.algos.branches.collect_branches`), and this process's ``time/sampling``,
+    ``time/env`` and ``time/wrapper`` of them (see :func:`token_envs.token_seconds`), with ``branch/*``."""
     from textgym.rollout import collect
 
     grpo = config.grpo
@@ -319,6 +323,7 @@ def collect_step(config: TrainConfig, policy: Any, venvs: dict[str, Any], step: 
     world, rank = distributed.world_size(), distributed.rank()
     local: list[Any] = []
     seconds = {"time/sampling": 0.0, "time/env": 0.0, "time/wrapper": 0.0}
+    keep_states = bool(config.branch_groups) and config.branch_source == "rollouts"  # where branches start
     first = 0
     for row, ((env, venv), share) in enumerate(zip(venvs.items(), prompt_shares(config))):
         groups = [g for g in range(first, first + share) if g in mine]
@@ -336,12 +341,17 @@ def collect_step(config: TrainConfig, policy: Any, venvs: dict[str, Any], step: 
             top_p=grpo.top_p,
         )
         clock = token_envs.token_clock(venv)
-        got = collect(venv, actor, seeds=[seeds[g] for g in groups], group_size=grpo.group_size, env_id=env)
+        got = collect(venv, actor, seeds=[seeds[g] for g in groups], group_size=grpo.group_size, env_id=env, keep_states=keep_states)
         for key, value in token_envs.token_seconds(clock, token_envs.token_clock(venv)).items():
             seconds[key] += value
         seconds["time/sampling"] += actor.seconds
         local += [dataclasses.replace(r, group=r.group + groups[0]) for r in got]
-    return distributed.gather(local), seconds  # every group of the step, in order, on every process
+    rollouts = distributed.gather(local)  # every group of the step, in order, on every process
+    if not config.branch_groups:
+        return rollouts, seconds
+    branches, metrics = collect_branches(config, policy, venvs, step, rollouts, prompt_shares(config, config.branch_groups))
+    rollouts = [dataclasses.replace(r, turn_states=None) for r in rollouts]  # chosen from: no longer needed
+    return rollouts + branches, metrics | {key: seconds[key] + metrics[key] for key in seconds}
 
 
 class Update(NamedTuple):
