@@ -9,12 +9,12 @@ policy and returns the records.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-import dataclasses
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
