@@ -121,3 +121,18 @@ def _step_reward(state: bytes, messages: list, k: int) -> float:
     env.reset(options={"state": state})
     move = [m for m in messages if m["role"] == "assistant"][k]["content"]
     return env.step(move)[1]
+
+
+def test_branched_records_reverify_by_their_own_turns():
+    from textgym.reverify import reverify
+
+    venv = sudoku_venv(4)
+    source = collect(venv, NoisyMoves(venv), seeds=[4], group_size=1, keep_states=True)[0]
+    records = []
+    for limit in (1, None):  # cut after one turn, and played to the end
+        got = collect(venv, NoisyMoves(venv), seeds=[4], group_size=2, group_options=[{"state": source.turn_states[1]}], turn_limit=limit)
+        marks = [{"start_turn": 1, "source": "rollouts", "cut": not (r.terminated or r.truncated)} for r in got]
+        records += [r.to_dict() | {"branch": mark} for r, mark in zip(got, marks)]
+    assert [r["branch"]["cut"] for r in records] == [True, True, False, False]
+    assert {r.status for r in reverify(records)} == {"unchanged"}
+    assert {r.status for r in reverify([records[0] | {"reward": records[0]["reward"] + 1}])} == {"changed"}
