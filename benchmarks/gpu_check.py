@@ -105,7 +105,7 @@ def check_backend(name: str, path: Any, args: argparse.Namespace, params: int, p
         sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     else:
         device, sync = {}, lambda: None  # JAX's generate and train_step hand back host values: already synchronous
-    sampler = backend.load_policy(path, dtype=args.dtype, **device)
+    sampler = backend.load_model(path, dtype=args.dtype, **device)
     vocab = int(json.loads((path / "config.json").read_text())["vocab_size"])
     batch = prompts(args.batch, args.prompt_len, vocab)
 
@@ -124,7 +124,7 @@ def check_backend(name: str, path: Any, args: argparse.Namespace, params: int, p
         loss_aggregation="token-mean",
     )
     # torch keeps float32 master weights in the model it trains; the JAX learner keeps its own.
-    policy = backend.load_policy(path, dtype="float32" if name == "torch" else args.dtype, **device)
+    policy = backend.load_model(path, dtype="float32" if name == "torch" else args.dtype, **device)
     learner = backend.Learner(policy, config)
     packed = update_batch(args, vocab, policy.pad_id, config)
     update_s = timed(lambda: learner.train_step(packed), args.repeats, sync)

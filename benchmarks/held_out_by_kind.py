@@ -18,11 +18,12 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from textgym.algos import backends, models, token_envs
+from textgym.algos import backends, models
 from textgym.algos.config import TrainConfig
 from textgym.algos.grpo import GRPOConfig, SeedTree
 from textgym.algos.grpo.seeds import eval_seeds
-from textgym.algos.sampling import TreeSampler
+from textgym.algos.rollouts import token_envs
+from textgym.algos.rollouts.seeded import SeededModelPolicy
 from textgym.rollout import collect
 
 
@@ -44,7 +45,7 @@ def kinds(env: str, kwargs: dict, seeds: list[int], key: str) -> dict[int, str]:
 
 def success_by_kind(config: TrainConfig, model: Path, env: str, kind_of: dict[int, str]) -> dict[str, list[bool]]:
     """Play ``kind_of``'s seeds with ``model`` as the run's evaluation at step 0 does; successes by kind."""
-    policy = backends.load_backend(config.backend, config.threads).load_policy(model, sampler_dtype=config.grpo.sampler_dtype)
+    policy = backends.load_backend(config.backend, config.threads).load_model(model, sampler_dtype=config.grpo.sampler_dtype)
     tokenizer = models.load_tokenizer(model)
     template = token_envs.chat_template(config.chat_template, config.model)
     venv = token_envs.token_venv(
@@ -56,7 +57,7 @@ def success_by_kind(config: TrainConfig, model: Path, env: str, kind_of: dict[in
         config.vectorization_mode,
         config.on_template_break,
     )
-    actor = TreeSampler(
+    actor = SeededModelPolicy(
         policy,
         SeedTree(config.grpo.seed),
         "eval_sampler",

@@ -81,9 +81,9 @@ def timed(fn, repeats: int) -> tuple[float, float]:
 
 
 def worker_jax_sample(args) -> dict:
-    from textgym.algos.jax import load_policy
+    from textgym.algos.jax import load_model
 
-    policy = load_policy(args.path)
+    policy = load_model(args.path)
     ps = prompts(args.batch, args.prompt, policy.config.vocab_size)
     seeds = iter(range(1000))
 
@@ -133,9 +133,9 @@ def worker_jax_train(args) -> dict:
     import numpy as np
 
     from textgym.algos.grpo import Batch, GRPOConfig
-    from textgym.algos.jax import Learner, load_policy
+    from textgym.algos.jax import Learner, load_model
 
-    policy = load_policy(args.path)
+    policy = load_model(args.path)
     b, t = args.batch, args.train_len
     rng = np.random.default_rng(0)
     loss_mask = np.ones((b, t), np.float32)

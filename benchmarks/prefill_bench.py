@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from textgym.algos.recipes import WORKPLACE_TINY
+from textgym.algos.config.presets import WORKPLACE_TINY
 
 ENVS = {
     "sudoku-moves": ("textgym/Sudoku-v0", {"size": 4, "blanks": 6}, {"place": 1}),
@@ -49,7 +49,7 @@ ENVS = {
 
 def oracle_episodes(env: str, kwargs: dict, oracle_kwargs: dict, tokenizer: Any, template: str | None, episodes: int) -> list:
     """The env's oracle episodes as token rollouts (``token_ids``, ``turn_spans``)."""
-    from textgym.algos.token_envs import token_venv
+    from textgym.algos.rollouts.token_envs import token_venv
     from textgym.policies.base import PolicyOutput
     from textgym.rollout import collect
 
@@ -74,7 +74,7 @@ class Timer:
         self.prompt_tokens = 0
 
     def generate(self, model: Any, prompts: list[np.ndarray], **kwargs) -> tuple[list, list]:
-        from textgym.algos.grpo.batch import distinct_prompts
+        from textgym.algos.grpo.prompts import distinct_prompts
 
         self.prompt_tokens += sum(len(p) for p in distinct_prompts(prompts)[0])
         cpu, wall = time.process_time(), time.perf_counter()
@@ -124,11 +124,11 @@ def row(name: str, backend: str, mode: str, rollouts: list, timer: Timer, prefil
 
 def bench(backend: str, path: str, model_name: str, args: argparse.Namespace) -> list[dict]:
     from textgym.algos.backends import load_backend
-    from textgym.algos.context_cache import ContextCache
     from textgym.algos.models import load_tokenizer
-    from textgym.algos.token_envs import chat_template
+    from textgym.algos.rollouts.context_cache import ContextCache
+    from textgym.algos.rollouts.token_envs import chat_template
 
-    model = load_backend(backend, args.threads).load_policy(path)
+    model = load_backend(backend, args.threads).load_model(path)
     cap = model.contexts.max_bytes
     tokenizer, template = load_tokenizer(path), chat_template("auto", model_name)
     rows = []

@@ -9,7 +9,7 @@ them JAX compiles on one full call and the others warm up on a short one), at ea
 * ``transformers``: ``AutoModelForCausalLM.generate`` with the checkpoint loaded in that dtype,
   what a user would pick; for a grouped layout ``num_return_sequences`` (what a user would do for
   GRPO's repeated prompts);
-* ``torch`` / ``jax``: ``load_policy(path, sampler_dtype=dtype).generate`` (float32 weights, the
+* ``torch`` / ``jax``: ``load_model(path, sampler_dtype=dtype).generate`` (float32 weights, the
   sampler computing in ``dtype``).
 
 A layout ``UxG`` is ``U`` distinct prompts each sampled ``G`` times (``--batch = U * G``);
@@ -177,7 +177,7 @@ def main() -> None:
             if impl == "transformers":
                 warmups[impl, dtype] = transformers_call(hf, short, 1, 4)
             else:
-                policies[impl, dtype] = load_backend(impl).load_policy(path, sampler_dtype=dtype)
+                policies[impl, dtype] = load_backend(impl).load_model(path, sampler_dtype=dtype)
                 warmups[impl, dtype] = partial(policies[impl, dtype].generate, short, 4, 1.0, 0, eos_ids=())
             for name, (u, rows) in layouts.items():
                 if impl == "transformers":

@@ -87,7 +87,7 @@ def max_difference(out: Path, backend: str) -> float:
     import numpy as np
     from safetensors.numpy import load_file
 
-    from textgym.algos.train import replay_logged_steps
+    from textgym.algos.train.step import replay_logged_steps
 
     if backend == "torch":  # the runs' reduction order (OMP_NUM_THREADS=1), so float noise does not grow over Adam's steps
         import torch

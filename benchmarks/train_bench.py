@@ -61,7 +61,8 @@ def prepare(workdir: Path, model: str, env_kwargs: dict, prompts: int, steps: in
     """The checkpoint (``tiny`` created in ``workdir``) and the prompts file (text, ids, solution) every worker reads."""
     import gymnasium as gym
 
-    from textgym.algos import models, tiny
+    from textgym.algos import models
+    from textgym.algos.models import tiny
     from textgym.wrappers import TokenObservation
 
     model = models.resolve(model, workdir)
@@ -166,15 +167,16 @@ def table(results: dict, args: argparse.Namespace) -> str:
 def worker_textgym(args: argparse.Namespace, backend_name: str) -> dict:
     import numpy as np
 
-    from textgym.algos import models, tiny
+    from textgym.algos import models
     from textgym.algos.backends import load_backend
     from textgym.algos.grpo import GRPOConfig, pack, policy_prefix
-    from textgym.algos.token_envs import token_venv
+    from textgym.algos.models import tiny
+    from textgym.algos.rollouts.token_envs import token_venv
     from textgym.policies.model import ModelPolicy
     from textgym.rollout import collect
 
     backend = load_backend(backend_name, args.threads)
-    policy = backend.load_policy(args.model)
+    policy = backend.load_model(args.model)
     config = GRPOConfig(
         group_size=args.group_size,
         lr=args.lr,

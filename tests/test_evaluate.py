@@ -198,11 +198,11 @@ def test_piped_output_keeps_the_names(tmp_path):
 
 @pytest.mark.parametrize("load, cpus, threads", [(9.2, 2, 1), (0.3, 2, 2), (1.4, 4, 3), (0.0, 1, 1), (30.0, 16, 1)])
 def test_idle_cpus_leaves_the_busy_cores_out(monkeypatch, load, cpus, threads):
-    from textgym.algos import backends
+    from textgym.algos.backends import select
 
-    monkeypatch.setattr(backends.os, "getloadavg", lambda: (load, load, load))
-    monkeypatch.setattr(backends.os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
-    assert backends.idle_cpus() == threads
+    monkeypatch.setattr(select.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(select.os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
+    assert select.idle_cpus() == threads
 
 
 @pytest.mark.parametrize("argv, threads", [([], 1), (["--threads", "2"], 2)])
@@ -211,13 +211,13 @@ def test_model_policies_default_to_the_idle_cpus_not_every_cpu(monkeypatch, argv
     import argparse
 
     from textgym.algos import backends
+    from textgym.algos.backends import select
     from textgym.evaluate import command
-    from textgym.policies import ModelPolicy
 
-    monkeypatch.setattr(backends.os, "getloadavg", lambda: (9.0, 9.0, 9.0))
-    monkeypatch.setattr(backends.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(select.os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    monkeypatch.setattr(select.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     loaded = {}
-    monkeypatch.setattr(ModelPolicy, "load", classmethod(lambda cls, model, **kwargs: loaded.update(kwargs, model=model)))
+    monkeypatch.setattr(backends, "load_model_policy", lambda model, **kwargs: loaded.update(kwargs, model=model))
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
     args = parser.parse_args(["textgym/Sudoku-v0", "--policy", "model:smollm2-135m", *argv])

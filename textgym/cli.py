@@ -19,8 +19,8 @@ from textgym.error import TextGymError
 # other modules; they are imported only when the command line names them.
 _DELEGATED = (
     ("eval", "textgym.evaluate.command", "add_arguments", "run", "compare policies on the same seeds"),
-    ("train", "textgym.algos.train", "add_train_arguments", "run_train", "GRPO training (jax or torch backend)"),
-    ("sft", "textgym.algos.train", "add_sft_arguments", "run_sft", "supervised warm start on oracle demonstrations"),
+    ("train", "textgym.algos.train.command", "add_train_arguments", "run_train", "GRPO training (jax or torch backend)"),
+    ("sft", "textgym.algos.train.command", "add_sft_arguments", "run_sft", "supervised warm start on oracle demonstrations"),
     ("serve", "textgym.serve", "add_arguments", "run", "serve an env over the OpenEnv protocol (WebSocket)"),
     ("view", "textgym.view", "add_arguments", "run", "browse rollouts in one self-contained HTML page"),
     ("mcp", "textgym.integrations.mcp", "add_arguments", "run", "serve an env's tools over MCP (stdio, or --http PORT)"),

@@ -92,7 +92,7 @@ class Rollout:
     token wrapper split the episode at a chat template's rewrite of earlier turns (None: one
     sample); the trainers pack each sample as its own row, all with the episode's advantage.
     ``branch`` marks an episode that continued a saved state (a branched GRPO group,
-    :mod:`textgym.algos.branches`): ``{"start_turn", "source", "cut"}``, the turns its source had
+    :mod:`textgym.algos.rollouts.branches`): ``{"start_turn", "source", "cut"}``, the turns its source had
     played, where the state came from (``rollouts`` or ``demonstrator``) and whether the branch
     stopped before the env ended it; None for an episode played from its start.
     ``turn_states`` (``collect(keep_states=True)``, not part of the record) holds the env's

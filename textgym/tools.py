@@ -176,7 +176,7 @@ def _describe(fn: Callable[..., Any], name: str, bound: bool) -> _Description:
             raise TypeError(f"tool {name}: *args/**kwargs are not supported")
         if pname not in hints:
             raise TypeError(f"tool {name}: parameter {pname!r} needs a type hint")
-        schema = _schema(hints[pname])
+        schema = _hint_schema(hints[pname])
         if arg_docs.get(pname) and "description" not in schema:
             schema["description"] = arg_docs[pname]
         parameters[pname] = schema
@@ -271,11 +271,11 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return " ".join(summary_lines), args
 
 
-def _schema(hint: Any) -> dict[str, Any]:
+def _hint_schema(hint: Any) -> dict[str, Any]:
     origin = typing.get_origin(hint)
     if origin is typing.Annotated:
         base, *meta = typing.get_args(hint)
-        schema = _schema(base)
+        schema = _hint_schema(base)
         for m in meta:
             if isinstance(m, Param):
                 for key in ("description", "format", "pattern", "minimum", "maximum"):
@@ -286,7 +286,7 @@ def _schema(hint: Any) -> dict[str, Any]:
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         if len(args) != 1:
             raise TypeError(f"unions other than Optional are not supported: {hint}")
-        schema = _schema(args[0])
+        schema = _hint_schema(args[0])
         schema["nullable"] = True
         return schema
     if origin is typing.Literal:
@@ -296,7 +296,7 @@ def _schema(hint: Any) -> dict[str, Any]:
         args = typing.get_args(hint)
         schema: dict[str, Any] = {"type": "array"}
         if args:
-            schema["items"] = _schema(args[0])
+            schema["items"] = _hint_schema(args[0])
         return schema
     if origin in (dict, typing.Mapping) or hint is dict:
         return {"type": "object"}

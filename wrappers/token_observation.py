@@ -171,10 +171,10 @@ class TokenObservation(gym.Wrapper):
     # ----- Gymnasium API -----
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        return self._timed(self._reset, seed=seed, options=options)
+        return self._timed(self._reset_tokens, seed=seed, options=options)
 
     def step(self, action: Any):
-        return self._timed(self._step, action)
+        return self._timed(self._step_tokens, action)
 
     def _timed(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         """``method(*args, **kwargs)``, its seconds outside the wrapped env added to ``render_seconds``."""
@@ -184,7 +184,7 @@ class TokenObservation(gym.Wrapper):
         finally:
             self.render_seconds += time.perf_counter() - start - (self.env_seconds - inner)
 
-    def _reset(self, *, seed: int | None, options: dict[str, Any] | None):
+    def _reset_tokens(self, *, seed: int | None, options: dict[str, Any] | None):
         prompt_ids = None
         if options and "prompt_ids" in options:  # this wrapper's option: the env never sees it
             options = dict(options)
@@ -233,7 +233,7 @@ class TokenObservation(gym.Wrapper):
             raise ValueError(f"expected prompt_ids as a non-empty 1-D array of token ids below {self.vocab_size}, got {array!r:.80}")
         return array.astype(np.int32)
 
-    def _step(self, action: Any):
+    def _step_tokens(self, action: Any):
         if self._done:
             raise ResetNeeded("call reset() before step()" if not self._chunks else "the episode has ended; call reset()")
         if self._samples is not None:

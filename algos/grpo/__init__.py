@@ -24,6 +24,7 @@ References:
     Framework Secretly Brings You Off-Policy RL Training (truncated importance sampling).
 """
 
+from textgym.algos.config.grpo import GRPOConfig
 from textgym.algos.grpo.advantages import group_advantages, group_ids
 from textgym.algos.grpo.batch import (
     Batch,
@@ -37,7 +38,6 @@ from textgym.algos.grpo.batch import (
     shaped_rewards,
     split_micro_batches,
 )
-from textgym.algos.grpo.config import GRPOConfig
 from textgym.algos.grpo.learner import BaseLearner, LanguageModel, Learner, rollout_correction
 from textgym.algos.grpo.loss import grpo_loss
 from textgym.algos.grpo.seeds import SeedTree

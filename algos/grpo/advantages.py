@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from textgym.algos.grpo.config import AdvantageScaling
+from textgym.algos.config.grpo import AdvantageScaling
 
 
 def group_ids(groups: Sequence[int | None], group_size: int) -> np.ndarray:

@@ -33,8 +33,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from textgym.algos.config.grpo import GRPOConfig
 from textgym.algos.grpo.batch import Batch, pad_rows
-from textgym.algos.grpo.config import GRPOConfig
 from textgym.error import CheckpointMismatch
 
 TRAINER_STATE = "trainer_state.json"
@@ -175,7 +175,7 @@ class BaseLearner(ABC):
 
     Subclasses set ``policy``, ``config`` and ``step`` and implement :meth:`update` (one optimiser
     step on a padded batch) and the state hooks :meth:`export`, :meth:`_export_reference`,
-    :meth:`_load_weights`, :meth:`_adam_state` and :meth:`_load_adam_state`.
+    :meth:`_restore_weights`, :meth:`_adam_state` and :meth:`_load_adam_state`.
     """
 
     policy: Any
@@ -245,7 +245,7 @@ class BaseLearner(ABC):
         """Write the KL reference's weights as a Hugging Face directory."""
 
     @abstractmethod
-    def _load_weights(self, directory: Path, reference: Path | None) -> None:
+    def _restore_weights(self, directory: Path, reference: Path | None) -> None:
         """Load the weights (and the reference's) or raise :class:`CheckpointMismatch`."""
 
     @abstractmethod
@@ -297,7 +297,7 @@ class BaseLearner(ABC):
             reference = directory / REFERENCE_DIR
             if not (reference / "model.safetensors").is_file():
                 raise CheckpointMismatch(f"kl_beta > 0 but {str(directory)!r} holds no KL reference ({REFERENCE_DIR}/)")
-        self._load_weights(directory, reference)
+        self._restore_weights(directory, reference)
         self._load_adam_state(read_adam_tensors(load_file(str(directory / OPTIMIZER_STATE)), self._adam_template()))
         state = json.loads((directory / TRAINER_STATE).read_text(encoding="utf-8"))
         self.step = int(state["step"])

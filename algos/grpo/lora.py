@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from textgym.algos.grpo.config import GRPOConfig
+from textgym.algos.config.grpo import GRPOConfig
 from textgym.algos.grpo.seeds import SeedTree
 from textgym.error import CheckpointMismatch
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from textgym.algos.config.grpo import GRPOConfig
 from textgym.algos.grpo.batch import Batch
-from textgym.algos.grpo.config import GRPOConfig
 
 
 def grpo_loss(

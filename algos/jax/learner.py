@@ -32,16 +32,17 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
+from textgym.algos.config.optimizer import OptimizerConfig
 from textgym.algos.grpo import Batch, GRPOConfig, bucket_length, fine_bucket, split_micro_batches
-from textgym.algos.grpo.batch import PromptSplit, split_prompts
 from textgym.algos.grpo.learner import AdamState, BaseLearner
 from textgym.algos.grpo.lora import MERGED, adapter_names, load_adapter, save_adapter
+from textgym.algos.grpo.prompts import PromptSplit, split_prompts
 from textgym.algos.jax.lora import adapter_module, add_lora, from_peft, merge_lora, to_peft
 from textgym.algos.jax.loss import grpo_loss
-from textgym.algos.jax.model import empty_cache, picked_logprobs, positions_from_mask
+from textgym.algos.jax.model import JaxLanguageModel
 from textgym.algos.jax.params import copy_side_files, export_params, load_params, merge_trees, path_to_hf, split_trainable
-from textgym.algos.jax.policy import JaxLanguageModel
 from textgym.algos.jax.sharding import batch_sharding, shard_params
+from textgym.algos.jax.transformer import empty_cache, picked_logprobs, positions_from_mask
 from textgym.error import CheckpointMismatch
 
 # A row's prompt (its tokens before the first trained one) hardly varies within an env: multiples
@@ -51,28 +52,23 @@ _PROMPT_MULTIPLE = 16
 _UNBOUNDED = 1 << 30
 
 
-def make_schedule(config: GRPOConfig) -> optax.Schedule:
-    """Linear warm-up to ``config.lr``, then constant or a linear/cosine decay to 0 at ``total_steps``."""
-    warmup = optax.linear_schedule(0.0, config.lr, max(config.warmup_steps, 1))
-    decay_steps = max(config.decay_steps - config.warmup_steps, 1)
-    after = {
-        "constant": optax.constant_schedule(config.lr),
-        "linear": optax.linear_schedule(config.lr, 0.0, decay_steps),
-        "cosine": optax.cosine_decay_schedule(config.lr, decay_steps),
-    }[config.lr_schedule]
-    return optax.join_schedules([warmup, after], [config.warmup_steps])
+def make_schedule(optimizer: OptimizerConfig) -> optax.Schedule:
+    """:meth:`OptimizerConfig.learning_rate` for optax: a table of its values, indexed by the
+    step (traced inside the jitted update), every later step at the last value."""
+    rates = jnp.asarray(optimizer.learning_rates(), jnp.float32)
+    return lambda count: rates[jnp.minimum(count, len(rates) - 1)]
 
 
-def make_optimizer(config: GRPOConfig) -> optax.GradientTransformation:
+def make_optimizer(optimizer: OptimizerConfig) -> optax.GradientTransformation:
     """``clip_by_global_norm`` (unless ``max_grad_norm == 0``) chained with AdamW."""
     adamw = optax.adamw(
-        make_schedule(config),
-        b1=config.adam_beta1,
-        b2=config.adam_beta2,
-        eps=config.adam_eps,
-        weight_decay=config.weight_decay,
+        make_schedule(optimizer),
+        b1=optimizer.adam_beta1,
+        b2=optimizer.adam_beta2,
+        eps=optimizer.adam_eps,
+        weight_decay=optimizer.weight_decay,
     )
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adamw) if config.max_grad_norm > 0 else adamw
+    return optax.chain(optax.clip_by_global_norm(optimizer.max_grad_norm), adamw) if optimizer.max_grad_norm > 0 else adamw
 
 
 def _logprobs(graphdef: nnx.GraphDef, config: GRPOConfig, params, micro: PromptSplit) -> jax.Array:
@@ -102,12 +98,21 @@ def _copy_rows(pick: jax.Array, x: jax.Array) -> jax.Array:
     return jnp.einsum("bu,u...->b...", pick, x, precision=jax.lax.Precision.HIGHEST)
 
 
-@partial(jax.jit, static_argnames=("graphdef", "ref_graphdef", "config"), donate_argnames=("params", "opt_state"))
-def update(graphdef: nnx.GraphDef, ref_graphdef: nnx.GraphDef, config: GRPOConfig, params, opt_state, ref_params, micros: PromptSplit):
+@partial(jax.jit, static_argnames=("graphdef", "ref_graphdef", "config", "optimizer"), donate_argnames=("params", "opt_state"))
+def update(
+    graphdef: nnx.GraphDef,
+    ref_graphdef: nnx.GraphDef,
+    config: GRPOConfig,
+    optimizer: OptimizerConfig,
+    params,
+    opt_state,
+    ref_params,
+    micros: PromptSplit,
+):
     """One optimiser step on micro-batches stacked as ``(n_micro, micro_batch_size, ...)``.
 
     Static on the graphs (the policy's and the KL reference's, which with LoRA is the base model
-    without adapters) and the config, so learners of one architecture share the compilation.
+    without adapters) and the configs, so learners of one architecture share the compilation.
 
     Returns:
         ``(params, opt_state, metrics)``; metrics are sums over the micro-batches (each is
@@ -129,7 +134,7 @@ def update(graphdef: nnx.GraphDef, ref_graphdef: nnx.GraphDef, config: GRPOConfi
     grads, metrics = jax.lax.scan(accumulate, jax.tree.map(jnp.zeros_like, trained), micros)
     metrics = jax.tree.map(jnp.sum, metrics)
     metrics["stats/grad_norm"] = optax.tree.norm(grads)
-    updates, opt_state = make_optimizer(config).update(grads, opt_state, trained)
+    updates, opt_state = make_optimizer(optimizer).update(grads, opt_state, trained)
     trained = optax.apply_updates(trained, updates)
     return ({"base": frozen, "lora": trained} if config.lora_rank else merge_trees(trained, frozen)), opt_state, metrics
 
@@ -151,24 +156,33 @@ def _pad_prompts(a: np.ndarray, rows: int, columns: int, fill: int) -> np.ndarra
 
 
 class Learner(BaseLearner):
-    """Trains a :class:`~textgym.algos.jax.policy.JaxLanguageModel` with GRPO, updating its weights in place.
+    """Trains a :class:`~textgym.algos.jax.model.JaxLanguageModel` with GRPO, updating its weights in place.
 
     Args:
         policy: The policy to train (its ``params`` are replaced after every update).
         config: The GRPO configuration.
         mesh: A ``(data, fsdp)`` mesh from :func:`~textgym.algos.jax.sharding.make_mesh`, or None
             for one device. ``micro_batch_size`` must be a multiple of the mesh size.
+        optimizer: The optimiser's settings; None: ``config.optimizer`` (the SFT warm start has its own).
     """
 
-    def __init__(self, policy: JaxLanguageModel, config: GRPOConfig, *, mesh: jax.sharding.Mesh | None = None):
+    def __init__(
+        self,
+        policy: JaxLanguageModel,
+        config: GRPOConfig,
+        *,
+        mesh: jax.sharding.Mesh | None = None,
+        optimizer: OptimizerConfig | None = None,
+    ):
         if mesh is not None and config.micro_batch_size % mesh.size:
             raise ValueError(f"micro_batch_size must be a multiple of the mesh size {mesh.size}, got {config.micro_batch_size}")
         if jax.process_count() > 1 and (mesh is None or mesh.shape["fsdp"] > 1):
             raise ValueError("over several JAX processes the learner is data-parallel: give it a mesh data=<all devices>")
         self.policy, self.config, self.mesh = policy, config, mesh
         self.is_writer = jax.process_index() == 0
-        self.optimizer = make_optimizer(config)
-        self.schedule = make_schedule(config)
+        self.optimizer_config = optimizer or config.optimizer
+        self.optimizer = make_optimizer(self.optimizer_config)
+        self.schedule = make_schedule(self.optimizer_config)
         self.step = 0
         params = jax.tree.map(lambda a: jnp.array(a, jnp.float32, copy=True), policy.params)
         self.graphdef = self.ref_graphdef = policy.graphdef
@@ -231,7 +245,14 @@ class Learner(BaseLearner):
         """One jitted optimiser step over ``batch``'s micro-batches; see :meth:`BaseLearner.update`."""
         lr = float(self.schedule(self.step))
         self.params, self.opt_state, metrics = update(
-            self.graphdef, self.ref_graphdef, self.config, self.params, self.opt_state, self.ref_params, self._micro_batches(batch)
+            self.graphdef,
+            self.ref_graphdef,
+            self.config,
+            self.optimizer_config,
+            self.params,
+            self.opt_state,
+            self.ref_params,
+            self._micro_batches(batch),
         )
         self.step += 1
         self._publish()
@@ -275,7 +296,7 @@ class Learner(BaseLearner):
 
             multihost_utils.sync_global_devices("textgym learner")
 
-    def _load_weights(self, directory: Path, reference: Path | None) -> None:
+    def _restore_weights(self, directory: Path, reference: Path | None) -> None:
         if self.config.lora_rank:
             lora = from_peft(load_adapter(directory, self.adapters()), self.params["lora"])
             self.params = self._place({"base": self.params["base"], "lora": jax.tree.map(jnp.asarray, lora)})

@@ -1,5 +1,5 @@
 """LoRA for the JAX learner through Flax NNX: the decoder is built with
-:class:`~textgym.algos.jax.model.ScaledLoRALinear` (``nnx.LoRALinear``) on ``config.lora_targets``,
+:class:`~textgym.algos.jax.transformer.ScaledLoRALinear` (``nnx.LoRALinear``) on ``config.lora_targets``,
 and the ``nnx.LoRAParam`` variables are all the learner differentiates and optimises.
 
 An adapter's ``lora_a`` ``(in, r)`` and ``lora_b`` ``(r, out)`` are peft's ``A.T`` and ``B.T``; the
@@ -15,8 +15,8 @@ from flax import nnx
 from textgym.algos.grpo import GRPOConfig
 from textgym.algos.grpo.lora import Adapter, init_adapters, lora_modules
 from textgym.algos.jax.config import ModelConfig
-from textgym.algos.jax.model import CausalLM, LoraSpec
 from textgym.algos.jax.params import flat_tree, path_to_hf, unflat_tree
+from textgym.algos.jax.transformer import CausalLM, LoraSpec
 
 _FACTORS = ("lora_a", "lora_b")  # nnx.LoRA's names of peft's A and B (each stored transposed)
 

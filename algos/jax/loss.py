@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from textgym.algos.grpo import Batch, GRPOConfig
-from textgym.algos.grpo.batch import PromptSplit
+from textgym.algos.grpo.prompts import PromptSplit
 
 for _cls in (Batch, PromptSplit):
     jax.tree_util.register_dataclass(_cls, data_fields=[f.name for f in dataclasses.fields(_cls)], meta_fields=[])

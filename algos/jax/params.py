@@ -24,7 +24,7 @@ from safetensors.numpy import load_file, save_file
 
 from textgym.algos.grpo.learner import is_trainable
 from textgym.algos.jax.config import ModelConfig
-from textgym.algos.jax.model import CausalLM
+from textgym.algos.jax.transformer import CausalLM
 
 # (HF checkpoint name, NNX parameter path, transpose)
 KEY_MAP: tuple[tuple[str, str, bool], ...] = (

@@ -14,7 +14,7 @@ is donated to the decode loop, so it is updated in place.
 Left padding puts every prompt's last token in the same slot, which makes the prefill's logits
 one slice and every decode step write the same cache slot for all rows.
 
-With a :class:`~textgym.algos.context_cache.ContextCache`, the slots of a prompt's tokens that an
+With a :class:`~textgym.algos.rollouts.context_cache.ContextCache`, the slots of a prompt's tokens that an
 earlier call already ran (an episode's previous turns) are filled from it: only the last ``N``
 slots run through the model, where ``N`` (in the same sixteenths) covers what any distinct prompt
 has not cached, and the layout is the one a full prefill has, so the decode loop is the same.
@@ -31,11 +31,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from textgym.algos.context_cache import MISS, ContextCache, Hit
 from textgym.algos.grpo import bucket_length, fine_bucket
-from textgym.algos.grpo.batch import distinct_prompts
 from textgym.algos.grpo.learner import stop_sequences
-from textgym.algos.jax.model import empty_cache, positions_from_mask
+from textgym.algos.grpo.prompts import distinct_prompts
+from textgym.algos.jax.transformer import empty_cache, positions_from_mask
+from textgym.algos.rollouts.context_cache import MISS, ContextCache, Hit
 
 _NEVER = -3  # a stop-matrix entry no token equals
 _ANY = -2  # a stop-matrix entry every token matches (left of a shorter stop sequence)
@@ -220,7 +220,7 @@ def generate(
     pad_id: int = 0,
     contexts: ContextCache | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Sample continuations; see :meth:`textgym.algos.jax.policy.JaxLanguageModel.generate`.
+    """Sample continuations; see :meth:`textgym.algos.jax.model.JaxLanguageModel.generate`.
 
     ``contexts``: where earlier calls' keys and values are looked up and this call's are stored
     (None: every prompt is prefilled whole and nothing is kept).

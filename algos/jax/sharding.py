@@ -15,6 +15,11 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 AXES = ("data", "fsdp")
 
 
+def device_count() -> int:
+    """The devices of every process of the run (``jax.device_count()``)."""
+    return jax.device_count()
+
+
 def make_mesh(data: int = 1, fsdp: int | None = None, devices=None) -> Mesh:
     """A ``(data, fsdp)`` mesh; ``fsdp=None`` gives every device not used by ``data`` to FSDP.
 

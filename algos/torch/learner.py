@@ -18,7 +18,6 @@ each rank scales its loss by the world size to turn the average back into the su
 from __future__ import annotations
 
 import copy
-import math
 import os
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -31,39 +30,29 @@ import torch.distributed as dist
 from safetensors.torch import load_file
 from torch.nn.parallel import DistributedDataParallel
 
+from textgym.algos.config.optimizer import OptimizerConfig
 from textgym.algos.grpo import Batch, GRPOConfig, split_micro_batches
-from textgym.algos.grpo.batch import split_prompts
 from textgym.algos.grpo.learner import MOMENTS, AdamState, BaseLearner, is_trainable
 from textgym.algos.grpo.lora import load_adapter
+from textgym.algos.grpo.prompts import split_prompts
 from textgym.algos.torch import fsdp, lora
 from textgym.algos.torch.loss import grpo_loss
-from textgym.algos.torch.policy import TorchLanguageModel, continuation_logprobs
+from textgym.algos.torch.model import TorchLanguageModel, continuation_logprobs
 from textgym.error import CheckpointMismatch
 
 
-def make_schedule(config: GRPOConfig) -> Callable[[int], float]:
-    """Learning rate at each optimiser step: linear warm-up from 0 to ``config.lr``, then constant
-    or a linear/cosine decay to 0 at ``total_steps`` (the JAX backend's optax schedule, step for step)."""
-
-    def schedule(step: int) -> float:
-        if step < config.warmup_steps:
-            return config.lr * step / config.warmup_steps
-        if config.lr_schedule == "constant":
-            return config.lr
-        progress = min(1.0, (step - config.warmup_steps) / max(1, config.decay_steps - config.warmup_steps))
-        if config.lr_schedule == "linear":
-            return config.lr * (1.0 - progress)
-        return config.lr * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-    return schedule
+def make_schedule(optimizer: OptimizerConfig) -> Callable[[int], float]:
+    """The learning rate of each optimiser step: :meth:`OptimizerConfig.learning_rate`."""
+    return optimizer.learning_rate
 
 
 class Learner(BaseLearner):
-    """GRPO updates of a :class:`~textgym.algos.torch.policy.TorchLanguageModel`'s model, in place.
+    """GRPO updates of a :class:`~textgym.algos.torch.model.TorchLanguageModel`'s model, in place.
 
     Args:
         policy: The policy to train; its sampler sees every update immediately.
         config: The GRPO configuration (loss, optimiser, micro-batch size, dtype).
+        optimizer: The optimiser's settings; None: ``config.optimizer`` (the SFT warm start has its own).
         mesh: Only None: torch scales over ``torch.distributed`` ranks (``torchrun``) instead of
             a JAX device mesh.
         data_parallel: How several ranks split the learner: ``ddp`` (each holds every weight,
@@ -78,7 +67,15 @@ class Learner(BaseLearner):
             :attr:`model` is a sharded copy of ``policy.model``, else it is ``policy.model``.
     """
 
-    def __init__(self, policy: TorchLanguageModel, config: GRPOConfig, *, mesh: Any = None, data_parallel: Literal["ddp", "fsdp"] = "ddp"):
+    def __init__(
+        self,
+        policy: TorchLanguageModel,
+        config: GRPOConfig,
+        *,
+        mesh: Any = None,
+        data_parallel: Literal["ddp", "fsdp"] = "ddp",
+        optimizer: OptimizerConfig | None = None,
+    ):
         if mesh is not None:
             raise ValueError("the torch backend takes no mesh: run data-parallel ranks with torchrun instead")
         if data_parallel not in ("ddp", "fsdp"):
@@ -107,14 +104,15 @@ class Learner(BaseLearner):
         # The optimiser holds only the trained parameters; their checkpoint names key its state.
         self.trained = {lora.checkpoint_name(name): p for name, p in self.model.named_parameters() if p.requires_grad}
         self.params = list(self.trained.values())
+        self.optimizer_config = settings = optimizer or config.optimizer
         self.optimizer = torch.optim.AdamW(
             self.params,
-            lr=config.lr,
-            betas=(config.adam_beta1, config.adam_beta2),
-            eps=config.adam_eps,
-            weight_decay=config.weight_decay,
+            lr=settings.lr,
+            betas=(settings.adam_beta1, settings.adam_beta2),
+            eps=settings.adam_eps,
+            weight_decay=settings.weight_decay,
         )
-        self.schedule = make_schedule(config)  # a pure function of the step: nothing to checkpoint
+        self.schedule = make_schedule(settings)  # a pure function of the step: nothing to checkpoint
         self.step = 0
 
     # ----- training -----
@@ -126,7 +124,6 @@ class Learner(BaseLearner):
     def update(self, batch: Batch) -> dict[str, float]:
         """One optimiser step: accumulate every micro-batch's gradient, all-reduce, clip, AdamW
         (sharded: then gather the new weights into the policy's model)."""
-        config = self.config
         lr = self.schedule(self.step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -141,7 +138,7 @@ class Learner(BaseLearner):
                 (loss * self.world_size).backward()
             for name, value in metrics.items():
                 totals[name] = totals.get(name, 0.0) + value.detach().float()
-        max_norm = config.max_grad_norm if config.max_grad_norm > 0 else float("inf")
+        max_norm = self.optimizer_config.max_grad_norm if self.optimizer_config.max_grad_norm > 0 else float("inf")
         grad_norm = fsdp.full(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -197,7 +194,7 @@ class Learner(BaseLearner):
     def _export_reference(self, directory: Path) -> None:
         self.reference.save_pretrained(str(directory))
 
-    def _load_weights(self, directory: Path, reference: Path | None) -> None:
+    def _restore_weights(self, directory: Path, reference: Path | None) -> None:
         whole = self.policy.model  # sharded: every rank loads the whole weights, then keeps its shards
         if self.config.lora_rank:
             lora.set_adapters(whole, load_adapter(directory, lora.get_adapters(whole, self.lora_modules)))

@@ -3,7 +3,7 @@
 The torch twin of :mod:`textgym.algos.jax.sampler`. The distinct prompts are left-padded into
 one prefill (positions count real tokens only, so padding never shifts RoPE) whose cache is copied
 to every row that continues them; then one token per step for every unfinished row, each step
-feeding only the new token against the cache. With a :class:`~textgym.algos.context_cache.ContextCache`,
+feeding only the new token against the cache. With a :class:`~textgym.algos.rollouts.context_cache.ContextCache`,
 the slots of a prompt's tokens that an earlier call already ran (an episode's previous turns) are
 filled from it and only the last ``new`` slots run through the model, where ``new`` is the most
 that any distinct prompt has not cached; after the call each row's keys and values are stored. On a CPU the linears multiply by weights packed
@@ -20,9 +20,9 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from textgym.algos.context_cache import MISS, ContextCache, Hit
-from textgym.algos.grpo.batch import distinct_prompts
 from textgym.algos.grpo.learner import stop_sequences
+from textgym.algos.grpo.prompts import distinct_prompts
+from textgym.algos.rollouts.context_cache import MISS, ContextCache, Hit
 from textgym.algos.torch.packed import PackedLinear, packed_linears
 
 
@@ -151,7 +151,7 @@ def generate(
     contexts: ContextCache | None = None,
     packed: dict[str, PackedLinear] | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Sample from ``model`` (in eval mode); see :meth:`textgym.algos.torch.policy.TorchLanguageModel.generate`.
+    """Sample from ``model`` (in eval mode); see :meth:`textgym.algos.torch.model.TorchLanguageModel.generate`.
 
     ``contexts``: where earlier calls' keys and values are looked up and this call's are stored
     (None: every prompt is prefilled whole and nothing is kept). ``packed``: packed linears kept

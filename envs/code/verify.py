@@ -62,13 +62,13 @@ def verify(sandbox: Sandbox, task: Task, code: str, checks: dict[int, Check] | N
     passes the same dict for every submission to its task, which keeps their plans.
     """
     try:
-        return _verify(sandbox, task, code, checks)
+        return _run_checks(sandbox, task, code, checks)
     except (WorkerDied, CheckSandboxFailed) as exc:  # no worker could be started
         total = len(task.answer["tests"])
         return {"passed": 0, "total": total, "all_passed": False, "load_error": None, "tests": [], "sandbox_error": str(exc)}
 
 
-def _verify(sandbox: Sandbox, task: Task, code: str, held: dict[int, Check] | None) -> dict[str, Any]:
+def _run_checks(sandbox: Sandbox, task: Task, code: str, held: dict[int, Check] | None) -> dict[str, Any]:
     tests = task.answer["tests"]
     program, offset = program_for(task, code)
     mode = "stdio" if task.data.get("format") == "stdio" else "function"

@@ -60,9 +60,9 @@ def test_k_zero_is_the_synchronous_loop_and_k_is_bounded():
     assert GRPOConfig().max_off_policy_steps == 0
     with pytest.raises(ValueError, match="max_off_policy_steps must be >= 0"):
         GRPOConfig(max_off_policy_steps=-1)
-    from textgym.algos import async_rollouts
+    from textgym.algos.rollouts import ahead
 
-    assert async_rollouts.start(0, lambda policy, step: [], object(), 0, 5) is None
+    assert ahead.start(0, lambda policy, step: [], object(), 0, 5) is None
 
 
 def test_k_zero_is_the_synchronous_loop_bit_for_bit(model_dir, tmp_path):

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import textgym  # noqa: F401  (registers the ids)
-from textgym.algos import tiny
-from textgym.algos.branches import demonstrator_starts, play_branches, rollout_starts, state_digest
 from textgym.algos.grpo.seeds import SeedTree
+from textgym.algos.models import tiny
+from textgym.algos.rollouts.branches import demonstrator_starts, play_branches, rollout_starts, state_digest
 from textgym.rollout import Rollout, rollout_schema
 
 pytest.importorskip("torch")
@@ -20,7 +20,7 @@ pytest.importorskip("transformers")
 
 from tests.algos.test_train import SMALL, TWO_TURN_ID, comparable, config, weights
 from textgym.algos import train as train_module
-from textgym.algos.metrics import read_metrics
+from textgym.algos.train.report import read_metrics
 
 SUDOKU = {"size": 4, "blanks": 3, "max_turns": 8, "board": "compact", "reward": "dense"}
 
@@ -75,13 +75,14 @@ def test_demonstrator_starts_are_distinct_reproducible_states_of_oracle_episodes
 def test_a_branched_group_continues_the_saved_token_context_exactly(model_dir, backend):
     if backend == "jax":
         pytest.importorskip("jax")
-    from textgym.algos import backends, sampling, token_envs
+    from textgym.algos import backends
     from textgym.algos.models import load_tokenizer
+    from textgym.algos.rollouts import seeded, token_envs
     from textgym.rollout import collect
 
-    policy = backends.load_backend(backend).load_policy(model_dir)
+    model = backends.load_backend(backend).load_model(model_dir)
     venv = token_envs.token_venv(TWO_TURN_ID, {}, load_tokenizer(model_dir), tiny.compact_chat_template(), 6)
-    sampler = lambda phase: sampling.TreeSampler(policy, SeedTree(0), phase, 0, max_new_tokens=4, temperature=1.0)
+    sampler = lambda phase: seeded.SeededModelPolicy(model, SeedTree(0), phase, 0, max_new_tokens=4, temperature=1.0)
     try:
         source = collect(venv, sampler("train_sampler"), seeds=[1, 2], group_size=3, keep_states=True, env_id=TWO_TURN_ID)
         starts = rollout_starts(source, 3, np.random.default_rng(0))

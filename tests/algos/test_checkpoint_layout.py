@@ -19,10 +19,10 @@ from safetensors.numpy import load_file
 
 from tests.algos.tiny_batches import SMALL, rollouts
 from textgym.algos import jax as jax_backend
-from textgym.algos import tiny
 from textgym.algos import torch as torch_backend
 from textgym.algos.grpo import GRPOConfig, pack
 from textgym.algos.grpo.learner import OPTIMIZER_STATE
+from textgym.algos.models import tiny
 from textgym.error import CheckpointMismatch
 
 BACKENDS = {"jax": jax_backend, "torch": torch_backend}
@@ -47,7 +47,7 @@ PROBE = pack(rollouts(99), CONFIG, pad_id=0)
 
 def learner(name: str, path, config: GRPOConfig = CONFIG):
     backend = BACKENDS[name]
-    return backend.Learner(backend.load_policy(path), config)
+    return backend.Learner(backend.load_model(path), config)
 
 
 def resumed(name: str, checkpoint, config: GRPOConfig = CONFIG, base=None):

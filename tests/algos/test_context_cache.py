@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from textgym.algos import tiny
-from textgym.algos.context_cache import BLOCK, ContextCache
+from textgym.algos.models import tiny
+from textgym.algos.rollouts.context_cache import BLOCK, ContextCache
 
 SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
 EOS = tuple(range(0, 256, 9))  # ~1 in 9 draws ends a row: rows stop at different steps
@@ -29,11 +29,11 @@ def model_dir(tmp_path_factory):
 def load(backend: str, model_dir, **kwargs):
     if backend == "jax":
         pytest.importorskip("jax")
-        from textgym.algos.jax import load_policy
+        from textgym.algos.jax import load_model
     else:
         pytest.importorskip("torch")
-        from textgym.algos.torch import load_policy
-    return load_policy(model_dir, **kwargs)
+        from textgym.algos.torch import load_model
+    return load_model(model_dir, **kwargs)
 
 
 def play(policy, *, waves: int = 1) -> list[list[tuple[np.ndarray, np.ndarray]]]:

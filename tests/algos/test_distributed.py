@@ -18,9 +18,9 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from tests.algos.test_train import SMALL, comparable, weights
-from textgym.algos import tiny
-from textgym.algos import train as train_module
-from textgym.algos.metrics import read_metrics
+from textgym.algos.models import tiny
+from textgym.algos.train.report import read_metrics
+from textgym.algos.train.step import replay_logged_steps
 from textgym.rollout import read_rollouts
 
 ENV = "textgym-test/AsciiFirst-v0"
@@ -105,7 +105,7 @@ def assert_one_process_takes_the_same_steps(out: Path, model_dir: Path, backend:
     for step in (1, 2):  # the global batch of each step: every group both processes played
         rollouts = read_rollouts(out / "rollouts" / f"step_{step:06d}.jsonl")
         assert len(rollouts) == 8 and [r.group for r in rollouts] == [0] * 4 + [1] * 4
-    learner, replayed = one_thread(lambda: train_module.replay_logged_steps(out, model_dir, backend))
+    learner, replayed = one_thread(lambda: replay_logged_steps(out, model_dir, backend))
     assert len(replayed) == 2 and any(replayed), "no step had a group with differing rewards; pick another seed"
     for record, metrics in zip(records[1:], replayed):
         assert record["train/skipped_update"] == float(not metrics)

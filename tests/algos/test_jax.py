@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from safetensors.numpy import load_file, save_file
 
 from textgym.algos.grpo import GRPOConfig, grpo_loss, pack
-from textgym.algos.jax import Learner, load_policy, sampler
+from textgym.algos.jax import Learner, load_model, sampler
 from textgym.algos.jax import loss as jax_loss
 from textgym.rollout import Rollout
 
@@ -121,7 +121,7 @@ def test_importing_the_packages_does_not_import_jax():
 def test_logprobs_equal_transformers(checkpoints, family):
     path, model = checkpoints[family]
     ids, mask = random_ids(1)
-    lp = load_policy(path).logprobs(ids, mask)
+    lp = load_model(path).logprobs(ids, mask)
     assert lp.shape == ids.shape and lp.dtype == np.float32
     np.testing.assert_allclose(lp, hf_logprobs(model, ids, mask), atol=1e-4)
     assert np.all(lp[mask == 0] == 0) and np.all(lp[:, 0] == 0)
@@ -139,7 +139,7 @@ def test_rope_frequencies_equal_transformers(rope):
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
     from textgym.algos.jax.config import ModelConfig
-    from textgym.algos.jax.model import rope_inv_freq
+    from textgym.algos.jax.transformer import rope_inv_freq
 
     hf = transformers.LlamaConfig(**SIZES, head_dim=64, rope_parameters=rope | {"rope_theta": 500000.0})
     if rope["rope_type"] == "default":
@@ -151,7 +151,7 @@ def test_rope_frequencies_equal_transformers(rope):
 
 
 def test_left_and_right_padding_give_the_same_logprobs(checkpoints):
-    policy = load_policy(checkpoints["qwen3"][0])
+    policy = load_model(checkpoints["qwen3"][0])
     ids, mask = random_ids(2)
     right = policy.logprobs(ids, mask)
     lengths = mask.sum(1)
@@ -186,19 +186,19 @@ def _corrupt(src, dst, edit):
 def test_loader_fails_loudly(checkpoints, tmp_path, edit, message):
     _corrupt(checkpoints["qwen2"][0], tmp_path / "bad", edit)
     with pytest.raises(ValueError, match=message):
-        load_policy(tmp_path / "bad")
+        load_model(tmp_path / "bad")
 
 
 def test_unsupported_architecture_is_rejected(tmp_path):
     transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="model_type"):
-        load_policy(tmp_path)
+        load_model(tmp_path)
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
 def test_export_loads_in_transformers(checkpoints, family, tmp_path):
     path, model = checkpoints[family]
-    load_policy(path).export(tmp_path / "out")
+    load_model(path).export(tmp_path / "out")
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
     ids, mask = random_ids(3)
     np.testing.assert_allclose(hf_logprobs(reloaded, ids, mask), hf_logprobs(model, ids, mask), atol=1e-6)
@@ -209,7 +209,7 @@ def test_export_loads_in_transformers(checkpoints, family, tmp_path):
 
 @pytest.fixture(scope="module")
 def policy(tiny):
-    return load_policy(tiny)
+    return load_model(tiny)
 
 
 def prompts(seed=0, lengths=(5, 9, 3, 7)):
@@ -236,7 +236,7 @@ def test_generate_is_deterministic_per_seed_and_logprobs_rescore(policy):
 def test_greedy_matches_transformers_generate(family, small, checkpoints):
     path, model = small if family == "small" else checkpoints[family]
     ps = prompts(1)
-    ids, _ = load_policy(path).generate(ps, 10, 0.0, 0, eos_ids=())
+    ids, _ = load_model(path).generate(ps, 10, 0.0, 0, eos_ids=())
     for p, out in zip(ps, ids):
         with torch.no_grad():
             ref = model.generate(
@@ -387,7 +387,7 @@ def flat_params(learner):
 
 
 def test_train_step_matches_the_reference_and_moves_every_parameter(tiny):
-    policy = load_policy(tiny)
+    policy = load_model(tiny)
     cfg = GRPOConfig(group_size=4, micro_batch_size=4, lr=1e-3, kl_beta=0.1, max_length=32)
     batch = pack(rollouts_from(policy, 0), cfg, pad_id=policy.pad_id)
     assert np.ptp(batch.advantages) > 0
@@ -408,10 +408,10 @@ def test_train_step_matches_the_reference_and_moves_every_parameter(tiny):
 
 @pytest.mark.slow  # 14-25 s on 2 cores (measured with --durations); runs with -m slow
 def test_gradient_accumulation_does_not_change_the_update(tiny):
-    rollouts = rollouts_from(load_policy(tiny), 1)
+    rollouts = rollouts_from(load_model(tiny), 1)
     results = []
     for mbs in (3, 8):  # 3: micro-batches with one and two prompts, and a padding row
-        policy = load_policy(tiny)
+        policy = load_model(tiny)
         cfg = GRPOConfig(group_size=4, micro_batch_size=mbs, lr=1e-3, max_length=32, loss_aggregation="seq-mean-token-mean")
         learner = Learner(policy, cfg)
         results.append((learner.train_step(pack(rollouts, cfg, pad_id=policy.pad_id)), flat_params(learner)))
@@ -424,14 +424,14 @@ def test_gradient_accumulation_does_not_change_the_update(tiny):
 
 def test_save_restore_resumes_exactly_and_exports(tiny, tmp_path):
     cfg = GRPOConfig(group_size=4, micro_batch_size=8, lr=1e-3, max_length=32, lr_schedule="cosine", warmup_steps=1, total_steps=4)
-    batches = [pack(rollouts_from(load_policy(tiny), s), cfg, pad_id=0) for s in (2, 3)]
-    straight = Learner(load_policy(tiny), cfg)
+    batches = [pack(rollouts_from(load_model(tiny), s), cfg, pad_id=0) for s in (2, 3)]
+    straight = Learner(load_model(tiny), cfg)
     for b in batches:
         straight.train_step(b)
-    first = Learner(load_policy(tiny), cfg)
+    first = Learner(load_model(tiny), cfg)
     first.train_step(batches[0])
     first.save(tmp_path / "ckpt")
-    resumed = Learner(load_policy(tiny), cfg)
+    resumed = Learner(load_model(tiny), cfg)
     resumed.restore(tmp_path / "ckpt")
     assert resumed.step == 1
     metrics = resumed.train_step(batches[1])
@@ -446,7 +446,7 @@ def test_save_restore_resumes_exactly_and_exports(tiny, tmp_path):
 
 @pytest.mark.slow  # 14-25 s on 2 cores (measured with --durations); runs with -m slow
 def test_bfloat16_compute_and_multiple_iterations(tiny):
-    policy = load_policy(tiny)
+    policy = load_model(tiny)
     cfg = GRPOConfig(group_size=4, micro_batch_size=8, lr=5e-2, max_length=32, compute_dtype="bfloat16", num_iterations=3)
     batch = pack(rollouts_from(policy, 4), cfg, pad_id=0).replace(old_logprobs=None)
     learner = Learner(policy, cfg)
@@ -460,7 +460,7 @@ _SHARDED = textwrap.dedent(
     """
     import sys, numpy as np, jax
     from textgym.algos.grpo import GRPOConfig, Batch
-    from textgym.algos.jax import Learner, load_policy, make_mesh
+    from textgym.algos.jax import Learner, load_model, make_mesh
     assert jax.device_count() == 4
     path = sys.argv[1]
     rng = np.random.default_rng(0)
@@ -473,7 +473,7 @@ _SHARDED = textwrap.dedent(
     cfg = GRPOConfig(micro_batch_size=4, lr=1e-3, kl_beta=0.1, **lora)
     out = []
     for mesh in (None, make_mesh(data=2, fsdp=2)):
-        learner = Learner(load_policy(path), cfg, mesh=mesh)
+        learner = Learner(load_model(path), cfg, mesh=mesh)
         metrics = [learner.train_step(batch)]
         out.append((metrics, [np.asarray(x) for x in jax.tree.leaves(learner.params)]))
     emb = (learner.params["base"] if lora else learner.params)["embed_tokens"]["embedding"]

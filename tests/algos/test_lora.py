@@ -10,16 +10,16 @@ peft = pytest.importorskip("peft")
 try:
     from textgym.algos import jax as jax_backend
 
-    jax_backend.load_policy  # noqa: B018 - the attribute imports JAX, Flax and optax
+    jax_backend.load_model  # noqa: B018 - the attribute imports JAX, Flax and optax
 except ImportError as exc:  # pragma: no cover - the JAX extra is not installed
     pytest.skip(f"JAX backend not importable: {exc}", allow_module_level=True)
 
 from transformers import AutoModelForCausalLM
 
-from textgym.algos import tiny
 from textgym.algos import torch as torch_backend
 from textgym.algos.grpo import GRPOConfig, pack
 from textgym.algos.grpo.lora import MERGED
+from textgym.algos.models import tiny
 from textgym.algos.torch.lora import get_adapters
 
 from .test_parity import SMALL, rollouts
@@ -49,8 +49,8 @@ def trained(model_dir, tmp_path_factory):
     """Both backends' learners after one GRPO step on the same batch, their metrics and exports."""
     out = tmp_path_factory.mktemp("lora")
     batch = pack(rollouts(1), CONFIG, pad_id=0)
-    t = torch_backend.Learner(torch_backend.load_policy(model_dir), CONFIG)
-    j = jax_backend.Learner(jax_backend.load_policy(model_dir), CONFIG)
+    t = torch_backend.Learner(torch_backend.load_model(model_dir), CONFIG)
+    j = jax_backend.Learner(jax_backend.load_model(model_dir), CONFIG)
     start = (get_adapters(t.model, t.lora_modules), j.adapters())
     metrics = (t.train_step(batch), j.train_step(batch))
     t.export(out / "torch"), j.export(out / "jax")
@@ -65,7 +65,7 @@ def test_both_backends_start_from_the_same_seeded_adapters(trained):
         np.testing.assert_array_equal(a, jax_start[module][0])
         np.testing.assert_array_equal(b, jax_start[module][1])
         assert not b.any() and a.any()  # B = 0: training starts at the base model
-    other = jax_backend.Learner(jax_backend.load_policy(trained["j"].policy.path), CONFIG.__class__(**{**vars(CONFIG), "seed": 4}))
+    other = jax_backend.Learner(jax_backend.load_model(trained["j"].policy.path), CONFIG.__class__(**{**vars(CONFIG), "seed": 4}))
     assert not np.array_equal(other.adapters()[next(iter(jax_start))][0], next(iter(jax_start.values()))[0])
 
 
@@ -89,7 +89,7 @@ def test_one_step_gives_the_same_loss_and_update(trained):
 def test_the_sampler_runs_with_the_adapter_and_peft_loads_both_exports(trained, model_dir):
     batch = trained["batch"]
     ids, mask = batch.input_ids, batch.attention_mask
-    base = torch_backend.load_policy(model_dir).logprobs(ids, mask)
+    base = torch_backend.load_model(model_dir).logprobs(ids, mask)
     j_lp = trained["j"].policy.logprobs(ids, mask)
     t_lp = trained["t"].policy.logprobs(ids, mask)
     assert np.abs(j_lp - base).max() > 1e-4  # the update reached the sampler
@@ -98,7 +98,7 @@ def test_the_sampler_runs_with_the_adapter_and_peft_loads_both_exports(trained, 
         directory = trained["out"] / name
         loaded = peft.PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), str(directory))
         np.testing.assert_allclose(torch_backend.TorchLanguageModel.logprobs(_as_policy(loaded, model_dir), ids, mask), j_lp, atol=1e-4)
-        merged = jax_backend.load_policy(directory / MERGED).logprobs(ids, mask)
+        merged = jax_backend.load_model(directory / MERGED).logprobs(ids, mask)
         np.testing.assert_allclose(merged, j_lp, atol=1e-4)
 
 
@@ -107,7 +107,7 @@ def test_checkpoints_restore_the_adapter_and_optimiser(trained, tmp_path):
     j, t = trained["j"], trained["t"]
     j.save(tmp_path / "j")
     assert (tmp_path / "j" / "adapter_model.safetensors").is_file() and not (tmp_path / "j" / "reference").exists()
-    fresh = jax_backend.Learner(jax_backend.load_policy(j.policy.path), CONFIG)
+    fresh = jax_backend.Learner(jax_backend.load_model(j.policy.path), CONFIG)
     fresh.restore(tmp_path / "j")
     for module, (a, b) in j.adapters().items():
         np.testing.assert_array_equal(fresh.adapters()[module][0], a)
@@ -115,7 +115,7 @@ def test_checkpoints_restore_the_adapter_and_optimiser(trained, tmp_path):
     batch = trained["batch"]
     assert fresh.train_step(batch)["loss/total"] == pytest.approx(_copy_step(j, batch), abs=1e-6)
     t.save(tmp_path / "t")
-    other = torch_backend.Learner(torch_backend.load_policy(trained["t"].policy.path), CONFIG)
+    other = torch_backend.Learner(torch_backend.load_model(trained["t"].policy.path), CONFIG)
     other.restore(tmp_path / "t")
     np.testing.assert_allclose(
         get_adapters(other.model, other.lora_modules)[t.lora_modules[0]][1], get_adapters(t.model, t.lora_modules)[t.lora_modules[0]][1]
@@ -128,7 +128,7 @@ def test_bad_lora_settings_are_one_clear_error(model_dir):
     bad = GRPOConfig(lora_rank=4, lora_targets=("q_proj", "qkv"))
     for backend in (torch_backend, jax_backend):
         with pytest.raises(ValueError, match="lora target qkv names no linear module"):
-            backend.Learner(backend.load_policy(model_dir), bad)
+            backend.Learner(backend.load_model(model_dir), bad)
 
 
 def _copy_step(learner, batch) -> float:
@@ -143,7 +143,7 @@ def _copy_step(learner, batch) -> float:
 
 
 def _as_policy(model, path):
-    policy = torch_backend.load_policy(path)
+    policy = torch_backend.load_model(path)
     policy.model = model
     return policy
 

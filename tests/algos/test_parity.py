@@ -12,14 +12,14 @@ pytest.importorskip("transformers")
 try:
     from textgym.algos import jax as jax_backend
 
-    jax_backend.load_policy  # noqa: B018 - the attribute imports JAX, Flax and optax
+    jax_backend.load_model  # noqa: B018 - the attribute imports JAX, Flax and optax
 except ImportError as exc:  # pragma: no cover - the JAX extra is not installed
     pytest.skip(f"JAX backend not importable: {exc}", allow_module_level=True)
 
-from textgym.algos import tiny
 from textgym.algos import torch as torch_backend
 from textgym.algos.grpo import GRPOConfig, pack
 from textgym.algos.grpo import grpo_loss as reference_loss
+from textgym.algos.models import tiny
 from textgym.rollout import Rollout
 
 SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
@@ -59,11 +59,11 @@ def rollouts(seed: int = 0, n: int = 8) -> list[Rollout]:
 
 def test_logprobs_agree_to_1e_4(model_dir):
     batch = pack(rollouts(), CONFIG, pad_id=0)
-    t = torch_backend.load_policy(model_dir).logprobs(batch.input_ids, batch.attention_mask)
-    j = jax_backend.load_policy(model_dir).logprobs(batch.input_ids, batch.attention_mask)
+    t = torch_backend.load_model(model_dir).logprobs(batch.input_ids, batch.attention_mask)
+    j = jax_backend.load_model(model_dir).logprobs(batch.input_ids, batch.attention_mask)
     np.testing.assert_allclose(t, j, atol=1e-4)
-    t2 = torch_backend.load_policy(model_dir).logprobs(batch.input_ids, batch.attention_mask, temperature=0.7)
-    j2 = jax_backend.load_policy(model_dir).logprobs(batch.input_ids, batch.attention_mask, temperature=0.7)
+    t2 = torch_backend.load_model(model_dir).logprobs(batch.input_ids, batch.attention_mask, temperature=0.7)
+    j2 = jax_backend.load_model(model_dir).logprobs(batch.input_ids, batch.attention_mask, temperature=0.7)
     np.testing.assert_allclose(t2, j2, atol=1e-4)
 
 
@@ -77,8 +77,8 @@ def test_logprobs_agree_on_left_padding_at_the_first_real_token(model_dir):
     pad = np.zeros(4, np.int32)
     ids = np.stack([np.r_[pad, row], np.r_[pad, later], np.r_[row, pad]])
     mask = np.stack([np.r_[pad, np.ones(12, np.int32)]] * 2 + [np.r_[np.ones(12, np.int32), pad]])
-    t = torch_backend.load_policy(model_dir).logprobs(ids, mask)
-    j = jax_backend.load_policy(model_dir).logprobs(ids, mask)
+    t = torch_backend.load_model(model_dir).logprobs(ids, mask)
+    j = jax_backend.load_model(model_dir).logprobs(ids, mask)
     np.testing.assert_allclose(t, j, atol=1e-4)
     for lp in (t, j):
         assert lp[0, 4] == 0.0 and lp[1, 4] == 0.0  # the first real token after the padding
@@ -88,7 +88,7 @@ def test_logprobs_agree_on_left_padding_at_the_first_real_token(model_dir):
 
 def test_losses_agree_to_1e_5_and_equal_the_numpy_reference(model_dir):
     batch = pack(rollouts(1), CONFIG, pad_id=0)
-    t_policy, j_policy = torch_backend.load_policy(model_dir), jax_backend.load_policy(model_dir)
+    t_policy, j_policy = torch_backend.load_model(model_dir), jax_backend.load_model(model_dir)
     t_lp = t_policy.logprobs(batch.input_ids, batch.attention_mask)
     j_lp = j_policy.logprobs(batch.input_ids, batch.attention_mask)
     ref = t_lp - 0.1 * batch.loss_mask  # some distance to a reference policy, so the KL term counts
@@ -106,7 +106,7 @@ def test_losses_agree_to_1e_5_and_equal_the_numpy_reference(model_dir):
 
 def test_one_step_moves_both_backends_the_same_way(model_dir, tmp_path):
     batch = pack(rollouts(2), CONFIG, pad_id=0)
-    t_policy, j_policy = torch_backend.load_policy(model_dir), jax_backend.load_policy(model_dir)
+    t_policy, j_policy = torch_backend.load_model(model_dir), jax_backend.load_model(model_dir)
     lp_before = t_policy.logprobs(batch.input_ids, batch.attention_mask)
     t_learner, j_learner = torch_backend.Learner(t_policy, CONFIG), jax_backend.Learner(j_policy, CONFIG)
     t_learner.train_step(batch)
@@ -135,17 +135,17 @@ def test_one_step_moves_both_backends_the_same_way(model_dir, tmp_path):
 
 
 def test_torch_checkpoints_load_in_jax_and_back(model_dir, tmp_path):
-    policy = torch_backend.load_policy(model_dir)
+    policy = torch_backend.load_model(model_dir)
     learner = torch_backend.Learner(policy, CONFIG)
     batch = pack(rollouts(3), CONFIG, pad_id=0)
     learner.train_step(batch)
     learner.save(tmp_path / "ckpt")
-    from_jax = jax_backend.load_policy(tmp_path / "ckpt")
+    from_jax = jax_backend.load_model(tmp_path / "ckpt")
     np.testing.assert_allclose(
         from_jax.logprobs(batch.input_ids, batch.attention_mask), policy.logprobs(batch.input_ids, batch.attention_mask), atol=1e-4
     )
     from_jax.export(tmp_path / "back")
-    again = torch_backend.load_policy(tmp_path / "back")
+    again = torch_backend.load_model(tmp_path / "back")
     np.testing.assert_allclose(
         again.logprobs(batch.input_ids, batch.attention_mask), policy.logprobs(batch.input_ids, batch.attention_mask), atol=1e-4
     )
@@ -159,8 +159,8 @@ def test_trainable_layers_freeze_the_same_weights_and_move_the_rest_alike(model_
     from safetensors.numpy import load_file
 
     batch = pack(rollouts(4), FROZEN, pad_id=0)
-    t_learner = torch_backend.Learner(torch_backend.load_policy(model_dir), FROZEN)
-    j_learner = jax_backend.Learner(jax_backend.load_policy(model_dir), FROZEN)
+    t_learner = torch_backend.Learner(torch_backend.load_model(model_dir), FROZEN)
+    j_learner = jax_backend.Learner(jax_backend.load_model(model_dir), FROZEN)
     for _ in range(2):
         t_learner.train_step(batch)
         j_learner.train_step(batch)
@@ -194,13 +194,13 @@ def test_a_frozen_run_resumes_and_rejects_a_mismatched_setting(model_dir, tmp_pa
 
     batch = pack(rollouts(5), FROZEN, pad_id=0)
     for backend in (torch_backend, jax_backend):
-        learner = backend.Learner(backend.load_policy(model_dir), FROZEN)
+        learner = backend.Learner(backend.load_model(model_dir), FROZEN)
         learner.train_step(batch)
         learner.save(tmp_path / backend.__name__)
-        again = backend.Learner(backend.load_policy(model_dir), FROZEN)
+        again = backend.Learner(backend.load_model(model_dir), FROZEN)
         again.restore(tmp_path / backend.__name__)
         assert again.step == learner.step
         with pytest.raises(CheckpointMismatch):
-            backend.Learner(backend.load_policy(model_dir), dc.replace(FROZEN, trainable_layers=2)).restore(tmp_path / backend.__name__)
+            backend.Learner(backend.load_model(model_dir), dc.replace(FROZEN, trainable_layers=2)).restore(tmp_path / backend.__name__)
         with pytest.raises(ValueError, match="at most the model's 2 layers"):
-            backend.Learner(backend.load_policy(model_dir), dc.replace(FROZEN, trainable_layers=3))
+            backend.Learner(backend.load_model(model_dir), dc.replace(FROZEN, trainable_layers=3))

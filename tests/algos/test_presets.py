@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from textgym.algos import flags, recipes
-from textgym.algos import train as train_module
-from textgym.algos.config import SFTConfig, TrainConfig
-from textgym.algos.fields import field_docs
-from textgym.algos.fields import plain as plain_text
+from textgym.algos.config import SFTConfig, TrainConfig, flags, presets
+from textgym.algos.config.fields import field_docs
+from textgym.algos.config.fields import plain as plain_text
 from textgym.algos.grpo import GRPOConfig
+from textgym.algos.train import command
 from textgym.cli import main
 
 SUDOKU = "textgym/Sudoku-v0"
@@ -30,14 +29,14 @@ PINNED = json.loads((Path(__file__).parent / "resolved_presets.json").read_text(
 
 def train_args(*argv: str) -> TrainConfig:
     parser = argparse.ArgumentParser()
-    train_module.add_train_arguments(parser)
-    return train_module.train_config_from_args(parser.parse_args(list(argv)))
+    command.add_train_arguments(parser)
+    return command.train_config_from_args(parser.parse_args(list(argv)))
 
 
 def sft_args(*argv: str) -> SFTConfig:
     parser = argparse.ArgumentParser()
-    train_module.add_sft_arguments(parser)
-    return recipes.sft_config(flags.given(parser.parse_args(list(argv)), SFTConfig))
+    command.add_sft_arguments(parser)
+    return presets.sft_config(flags.given(parser.parse_args(list(argv)), SFTConfig))
 
 
 def plain(config) -> dict:
@@ -72,7 +71,7 @@ def test_a_preset_alone_names_its_env_and_model_and_equals_the_implicit_choice()
     # Flags go on top of the preset; the GRPO ones on top of its GRPO settings.
     cfg = train_args("--preset", "sudoku-tiny", "--backend", "jax", "--lr", "0.5", "--steps", "7")
     assert (cfg.backend, cfg.steps, cfg.output_dir, cfg.grpo.lr, cfg.grpo.num_iterations) == ("jax", 7, "runs/sudoku-v0-jax", 0.5, 2)
-    assert cfg.grpo.total_steps == 14 and cfg.sft_lr == recipes.SUDOKU_TINY.sft_lr
+    assert cfg.grpo.total_steps == 14 and cfg.sft_lr == presets.SUDOKU_TINY.sft_lr
 
 
 def test_lora_on_the_command_line_replaces_a_presets_layer_freezing(capsys):
@@ -90,13 +89,13 @@ def test_lora_on_the_command_line_replaces_a_presets_layer_freezing(capsys):
 
 
 def test_presets_are_valid_configs_that_name_themselves():
-    for name, preset in recipes.PRESETS.items():
+    for name, preset in presets.PRESETS.items():
         assert isinstance(preset, TrainConfig) and preset.preset == name
-        first = next(p for p in recipes.PRESETS.values() if (p.env, p.model) == (preset.env, preset.model))
-        assert recipes.preset_for(preset.env, preset.model) is first  # an env and model's first preset is its default
-        assert recipes.named(name).resolved().sft_config().preset == name
+        first = next(p for p in presets.PRESETS.values() if (p.env, p.model) == (preset.env, preset.model))
+        assert presets.preset_for(preset.env, preset.model) is first  # an env and model's first preset is its default
+        assert presets.named(name).resolved().sft_config().preset == name
     with pytest.raises(ValueError, match="sudoku-tiny"):
-        recipes.named("nope")
+        presets.named("nope")
 
 
 def test_print_config_prints_the_resolved_run_and_runs_nothing(tmp_path, capsys):
@@ -104,7 +103,7 @@ def test_print_config_prints_the_resolved_run_and_runs_nothing(tmp_path, capsys)
     assert main(["train", "--preset", "sudoku-tiny", "--steps", "3", "--output-dir", str(out), "--print-config"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["env"] == SUDOKU and printed["model"] == "tiny" and printed["steps"] == 3
-    assert printed["grpo"]["total_steps"] == 6 and printed["grpo"]["lr"] == recipes.SUDOKU_TINY.grpo.lr
+    assert printed["grpo"]["total_steps"] == 6 and printed["grpo"]["lr"] == presets.SUDOKU_TINY.grpo.lr
     assert not out.exists()
     assert main(["sft", "--preset", "sudoku-smollm2", "--print-config"]) == 0
     printed = json.loads(capsys.readouterr().out)
@@ -121,7 +120,7 @@ def test_a_run_without_env_or_preset_is_a_one_line_error(capsys):
 
 def test_help_and_docstrings_come_from_the_field_docs():
     parser = argparse.ArgumentParser()
-    train_module.add_train_arguments(parser)
+    command.add_train_arguments(parser)
     actions = {a.dest: a for a in parser._actions}
     for cls, skip in ((TrainConfig, {"grpo"}), (GRPOConfig, {"seed"})):
         for name, doc in field_docs(cls).items():
@@ -156,12 +155,13 @@ def test_choice_fields_are_validated_once_on_the_config():
 
 
 def test_the_docs_field_tables_are_generated_from_the_field_docs():
-    from textgym.algos.fields import config_classes, render_tables
+    from textgym.algos.config.fields import render_tables
+    from textgym.algos.config.tables import config_classes
 
     page = Path(__file__).parents[2] / "docs" / "trainers.md"
     text = page.read_text(encoding="utf-8")
     assert text.count("<!-- fields: ") == 3
-    assert render_tables(text, config_classes()) == text, "run: python -m textgym.algos.fields docs/trainers.md"
+    assert render_tables(text, config_classes()) == text, "run: python -m textgym.algos.config.tables docs/trainers.md"
 
 
 @pytest.mark.parametrize("weights", ["nan,1", "inf,1", "1,-1", "0,0"])

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from textgym.algos import models
-from textgym.algos import train as train_module
-from textgym.algos.model_files import ModelFileError
+from textgym.algos.models.files import ModelFileError
+from textgym.algos.train import run_dir
 from textgym.cli import main
 from textgym.error import TextGymError
 
@@ -58,10 +58,10 @@ def test_a_directory_that_is_not_a_run_is_refused_and_left_alone(capsys, tmp_pat
 def test_a_directory_with_only_a_warm_start_is_the_runs_to_continue(tmp_path):
     out = tmp_path / "run"
     (out / "sft" / "final").mkdir(parents=True)
-    train_module.claim_run_dir(out)  # `textgym sft --output-dir run/sft` first, then `textgym train --output-dir run`
+    run_dir.claim_run_dir(out)  # `textgym sft --output-dir run/sft` first, then `textgym train --output-dir run`
     (out / "notes.txt").write_text("mine")
     with pytest.raises(TextGymError, match="not a textgym run directory"):
-        train_module.claim_run_dir(out)
+        run_dir.claim_run_dir(out)
 
 
 def test_no_resume_removes_only_the_checkpoints_the_run_wrote(tmp_path):
@@ -69,7 +69,7 @@ def test_no_resume_removes_only_the_checkpoints_the_run_wrote(tmp_path):
     for name in ("step_000001", "step_000002.tmp", "mine"):
         (root / name).mkdir(parents=True)
     (root / "notes.txt").write_text("keep me")
-    train_module.remove_checkpoints(tmp_path / "run")
+    run_dir.remove_checkpoints(tmp_path / "run")
     assert sorted(p.name for p in root.iterdir()) == ["mine", "notes.txt"]
 
 
@@ -148,11 +148,11 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_one_before(tiny_dir, tmp_
     newest = checkpoint(tiny_dir, run, 2)
     damage(newest)
     before = snapshot(run)
-    found, step = train_module.resumable_checkpoint(run)
+    found, step = run_dir.resumable_checkpoint(run)
     assert found.name == "step_000001" and step == 1
     assert "resuming from step_000001 instead" in capsys.readouterr().err
     damage(run / "checkpoints" / "step_000001")
     with pytest.raises(ModelFileError, match="no checkpoint .* can be resumed"):
-        train_module.resumable_checkpoint(run)
+        run_dir.resumable_checkpoint(run)
     assert snapshot(run).keys() == before.keys()
     assert os.path.isdir(newest)

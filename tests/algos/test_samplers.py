@@ -16,9 +16,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from textgym.algos import tiny
 from textgym.algos.grpo import GRPOConfig, pack
-from textgym.algos.torch import Learner, TorchLanguageModel, load_policy
+from textgym.algos.models import tiny
+from textgym.algos.torch import Learner, TorchLanguageModel, load_model
 from textgym.algos.torch import packed as packing
 from textgym.algos.torch.sampler import sample_token
 from textgym.rollout import Rollout
@@ -70,8 +70,8 @@ def test_torch_sampler_equals_the_cache_free_reference_at_float32(model_dir, pac
     """The reference runs the plain model: packed weights (and the unpacked fallback) must agree."""
     if not packed:
         monkeypatch.setattr(packing, "can_pack", lambda model: False)
-    assert not packed or packing.can_pack(load_policy(model_dir).model), "oneDNN packing unavailable here"
-    policy = load_policy(model_dir)
+    assert not packed or packing.can_pack(load_model(model_dir).model), "oneDNN packing unavailable here"
+    policy = load_model(model_dir)
     rows = prompts()
     ids, lps = policy.generate(rows, 10, temperature=1.0, seed=5, eos_ids=())
     want_ids, want_lps = reference_sample(policy.model.eval(), rows, 10, 1.0, 5)
@@ -81,7 +81,7 @@ def test_torch_sampler_equals_the_cache_free_reference_at_float32(model_dir, pac
 
 
 def test_packed_linears_match_the_plain_layers_and_are_put_back_after_an_error(model_dir):
-    model = load_policy(model_dir).model.eval()
+    model = load_model(model_dir).model.eval()
     assert packing.can_pack(model), "oneDNN packing unavailable here"
     before = dict(model.named_modules())
     ids = torch.as_tensor(prompts()[4][None], dtype=torch.long)
@@ -96,7 +96,7 @@ def test_packed_linears_match_the_plain_layers_and_are_put_back_after_an_error(m
 
 
 def test_packed_weights_are_kept_across_calls_until_a_weight_changes(model_dir):
-    policy = load_policy(model_dir)
+    policy = load_model(model_dir)
     rows = prompts()
 
     def packed_now():
@@ -117,7 +117,7 @@ def test_packed_weights_are_kept_across_calls_until_a_weight_changes(model_dir):
 
 
 def test_torch_bf16_sampler_stays_close_and_leaves_the_weights_float32(model_dir):
-    policy = load_policy(model_dir, sampler_dtype="bfloat16")
+    policy = load_model(model_dir, sampler_dtype="bfloat16")
     rows = prompts()
     ids, lps = policy.generate(rows, 12, temperature=1.0, seed=1, eos_ids=())
     sampler = policy.sampler_model()
@@ -131,7 +131,7 @@ def test_torch_bf16_sampler_stays_close_and_leaves_the_weights_float32(model_dir
 
 
 def test_torch_bf16_sampler_follows_a_learner_step(model_dir):
-    policy = load_policy(model_dir, sampler_dtype="bfloat16")
+    policy = load_model(model_dir, sampler_dtype="bfloat16")
     rows = prompts()
     before, _ = policy.generate(rows, 8, temperature=1.0, seed=2, eos_ids=())
     rng = np.random.default_rng(0)
@@ -169,7 +169,7 @@ def test_jax_bf16_sampler_stays_close_and_follows_new_params(model_dir):
     import jax
     import jax.numpy as jnp
 
-    from textgym.algos.jax import load_policy as load_jax
+    from textgym.algos.jax import load_model as load_jax
 
     policy = load_jax(model_dir, sampler_dtype="bfloat16")
     rows = prompts()
@@ -193,7 +193,7 @@ def test_an_unknown_sampler_dtype_is_refused(model_dir, backend):
     from textgym.algos.backends import load_backend
 
     with pytest.raises(ValueError, match="sampler_dtype"):
-        load_backend(backend).load_policy(model_dir, sampler_dtype="float16")
+        load_backend(backend).load_model(model_dir, sampler_dtype="float16")
     with pytest.raises(ValueError, match="sampler_dtype"):
         GRPOConfig(sampler_dtype="float16")
 
@@ -202,11 +202,11 @@ def test_jax_causal_blocks_of_a_long_pass_match_transformers(model_dir):
     """Passes of >= 256 queries attend in causal blocks (model.causal_chunks): scoring (no cache)
     and a left-padded prefill must still equal transformers' logprobs and greedy tokens."""
     pytest.importorskip("jax")
-    from textgym.algos.jax import load_policy as load_jax
-    from textgym.algos.jax.model import causal_chunks
+    from textgym.algos.jax import load_model as load_jax
+    from textgym.algos.jax.transformer import causal_chunks
 
     assert len(causal_chunks(300, 300, 0)) > 1 and len(causal_chunks(1, 400, 0)) == 1
-    jax_policy, torch_policy = load_jax(model_dir), load_policy(model_dir)
+    jax_policy, torch_policy = load_jax(model_dir), load_model(model_dir)
     rng = np.random.default_rng(4)
     ids = rng.integers(0, 256, (2, 300)).astype(np.int32)
     mask = np.ones_like(ids)

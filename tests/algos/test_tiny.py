@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from textgym.algos import tiny
+from textgym.algos.models import tiny
 
 SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
 

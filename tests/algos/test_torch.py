@@ -8,11 +8,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from textgym.algos import tiny
 from textgym.algos.grpo import GRPOConfig, pack
 from textgym.algos.grpo import grpo_loss as reference_loss
-from textgym.algos.grpo.batch import split_prompts
-from textgym.algos.torch import Learner, grpo_loss, load_policy
+from textgym.algos.grpo.prompts import split_prompts
+from textgym.algos.models import tiny
+from textgym.algos.torch import Learner, grpo_loss, load_model
 from textgym.algos.torch.sampler import sample_token
 from textgym.rollout import Rollout
 
@@ -61,7 +61,7 @@ def params(model) -> dict[str, np.ndarray]:
 
 
 def test_generate_is_deterministic_per_seed_and_logprobs_match_a_full_forward(model_dir):
-    policy = load_policy(model_dir)
+    policy = load_model(model_dir)
     rng = np.random.default_rng(0)
     prompts = [rng.integers(0, 256, n).astype(np.int32) for n in (5, 11, 2)]
     ids, lps = policy.generate(prompts, max_new_tokens=12, temperature=1.0, seed=7)
@@ -78,7 +78,7 @@ def test_generate_is_deterministic_per_seed_and_logprobs_match_a_full_forward(mo
 
 
 def test_logprobs_ignore_padding_on_either_side(model_dir):
-    policy = load_policy(model_dir)
+    policy = load_model(model_dir)
     seq = np.random.default_rng(1).integers(0, 256, 9).astype(np.int32)
     alone = policy.logprobs(seq[None], np.ones((1, 9), np.int32))[0]
     right = np.zeros((1, 14), np.int32)
@@ -93,7 +93,7 @@ def test_logprobs_ignore_padding_on_either_side(model_dir):
 
 
 def test_greedy_batch_equals_one_by_one_and_stops_at_eos_or_stop_ids(model_dir):
-    policy = load_policy(model_dir)
+    policy = load_model(model_dir)
     rng = np.random.default_rng(2)
     prompts = [rng.integers(0, 256, n).astype(np.int32) for n in (3, 8, 13)]
     batched, _ = policy.generate(prompts, max_new_tokens=10, temperature=0.0, seed=0)
@@ -147,7 +147,7 @@ def test_torch_loss_equals_the_numpy_reference(mode):
 
 
 def test_two_steps_change_every_trainable_parameter(model_dir):
-    policy = load_policy(model_dir)
+    policy = load_model(model_dir)
     config = GRPOConfig(group_size=4, micro_batch_size=4, lr=1e-3, kl_beta=0.01, max_length=64)
     learner = Learner(policy, config)
     before = params(policy.model)
@@ -163,7 +163,7 @@ def test_two_steps_change_every_trainable_parameter(model_dir):
 def test_gradient_accumulation_does_not_change_the_step(model_dir):
     results = []
     for micro in (1, 2, 8):
-        policy = load_policy(model_dir)
+        policy = load_model(model_dir)
         config = GRPOConfig(group_size=4, micro_batch_size=micro, lr=1e-3, max_length=64, loss_aggregation="seq-mean-token-mean")
         batch = pack(random_rollouts(5), config, pad_id=policy.pad_id)
         metrics = Learner(policy, config).train_step(batch)
@@ -176,7 +176,7 @@ def test_gradient_accumulation_does_not_change_the_step(model_dir):
 
 
 def test_a_shared_prompt_runs_once_and_scores_like_a_full_forward(model_dir):
-    policy = load_policy(model_dir)
+    policy = load_model(model_dir)
     rng = np.random.default_rng(9)
     prompts = [p for n in (4, 9) for p in [rng.integers(0, 256, n).astype(np.int32)] * 4]  # two groups of four
     ids, lps = policy.generate(prompts, max_new_tokens=6, temperature=1.0, seed=3, eos_ids=[])
@@ -209,13 +209,13 @@ def test_a_shared_prompt_runs_once_and_scores_like_a_full_forward(model_dir):
 
 
 def test_without_sampler_logprobs_the_first_ratio_is_one(model_dir):
-    policy = load_policy(model_dir)
+    policy = load_model(model_dir)
     config = GRPOConfig(group_size=4, micro_batch_size=4, lr=1e-3, num_iterations=2, max_length=64)
     batch = pack(random_rollouts(6, with_logprobs=False), config, pad_id=policy.pad_id)
     assert batch.old_logprobs is None
     first = Learner(policy, config).update(batch.replace(old_logprobs=policy.logprobs(batch.input_ids, batch.attention_mask)))
     assert first["stats/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
-    metrics = Learner(load_policy(model_dir), config).train_step(batch)
+    metrics = Learner(load_model(model_dir), config).train_step(batch)
     assert metrics["stats/ratio_mean"] > 0.0 and np.isfinite(metrics["loss/total"])
 
 
@@ -223,14 +223,14 @@ def test_save_restore_continues_exactly_and_export_loads(model_dir, tmp_path):
     config = GRPOConfig(group_size=4, micro_batch_size=4, lr=1e-3, kl_beta=0.02, lr_schedule="linear", total_steps=4, max_length=64)
     batches = [pack(random_rollouts(s), config, pad_id=0) for s in (10, 11)]
 
-    policy = load_policy(model_dir)
+    policy = load_model(model_dir)
     learner = Learner(policy, config)
     learner.train_step(batches[0])
     learner.save(tmp_path / "ckpt")
     straight = learner.train_step(batches[1])
     want = params(policy.model)
 
-    resumed_policy = load_policy(tmp_path / "ckpt")
+    resumed_policy = load_model(tmp_path / "ckpt")
     resumed = Learner(resumed_policy, config)
     resumed.restore(tmp_path / "ckpt")
     assert resumed.step == 1
@@ -240,7 +240,7 @@ def test_save_restore_continues_exactly_and_export_loads(model_dir, tmp_path):
         np.testing.assert_allclose(value, want[name], atol=1e-6, err_msg=name)
 
     learner.export(tmp_path / "hf")
-    exported = load_policy(tmp_path / "hf")
+    exported = load_model(tmp_path / "hf")
     ids = batches[0].input_ids[:2]
     mask = batches[0].attention_mask[:2]
     np.testing.assert_allclose(exported.logprobs(ids, mask), policy.logprobs(ids, mask), atol=1e-6)
@@ -248,9 +248,9 @@ def test_save_restore_continues_exactly_and_export_loads(model_dir, tmp_path):
 
 def test_restore_rejects_a_mismatched_checkpoint(model_dir, tmp_path):
     other = tiny.create(tmp_path / "big", size=tiny.TinySize(hidden_size=48, intermediate_size=64, num_hidden_layers=2))
-    learner = Learner(load_policy(other), GRPOConfig())
+    learner = Learner(load_model(other), GRPOConfig())
     learner.save(tmp_path / "ckpt")
-    small = Learner(load_policy(model_dir), GRPOConfig())
+    small = Learner(load_model(model_dir), GRPOConfig())
     with pytest.raises(KeyError, match="mis-shaped"):
         small.restore(tmp_path / "ckpt")
     with pytest.raises(FileNotFoundError):

@@ -15,10 +15,10 @@ from safetensors.numpy import load_file
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from textgym.algos import tiny
 from textgym.algos.grpo import GRPOConfig, pack
 from textgym.algos.grpo.learner import OPTIMIZER_STATE, adam_tensors
-from textgym.algos.torch import Learner, load_policy
+from textgym.algos.models import tiny
+from textgym.algos.torch import Learner, load_model
 from textgym.rollout import Rollout
 
 SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
@@ -34,19 +34,19 @@ WORKER = textwrap.dedent(
     import torch
     import torch.distributed as dist
     from textgym.algos.grpo import GRPOConfig
-    from textgym.algos.torch import Learner, load_policy
+    from textgym.algos.torch import Learner, load_model
 
     model_dir, batch_file, out_dir, data_parallel = sys.argv[1:5]
     dist.init_process_group("gloo")
     config, batch, steps = pickle.load(open(batch_file, "rb"))
-    policy = load_policy(model_dir)
+    policy = load_model(model_dir)
     learner = Learner(policy, GRPOConfig(**config), data_parallel=data_parallel)
     metrics = [learner.train_step(batch) for _ in range(steps)]
     learner.save(out_dir)
     # The tied head stays its embedding's parameter, in the trained (sharded) model and in the sampler's.
     tied = [m.lm_head.weight is m.model.embed_tokens.weight for m in (learner.model, policy.model)]
     # A learner restored from the checkpoint takes the next step exactly as the one that wrote it.
-    resumed = Learner(load_policy(model_dir), GRPOConfig(**config), data_parallel=data_parallel)
+    resumed = Learner(load_model(model_dir), GRPOConfig(**config), data_parallel=data_parallel)
     resumed.restore(out_dir)
     same = learner.train_step(batch) == resumed.train_step(batch) and all(
         torch.equal(a, b) for a, b in zip(policy.model.parameters(), resumed.policy.model.parameters(), strict=True)
@@ -119,7 +119,7 @@ def test_two_gloo_ranks_equal_one_process(tmp_path: Path, data_parallel: str, ex
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
 
-    policy = load_policy(model_dir)
+    policy = load_model(model_dir)
     learner = Learner(policy, config)
     single = [learner.train_step(batch) for _ in range(STEPS)]
     ranks, tied, sharded, resumed_exactly = pickle.loads((tmp_path / "ranks" / "metrics.pkl").read_bytes())
@@ -127,7 +127,7 @@ def test_two_gloo_ranks_equal_one_process(tmp_path: Path, data_parallel: str, ex
     for step in range(STEPS):
         for name in ("loss/total", "loss/policy", "loss/kl", "stats/clip_frac", "stats/grad_norm"):
             assert ranks[step][name] == pytest.approx(single[step][name], abs=1e-5), (step, name)
-    trained = load_policy(tmp_path / "ranks")
+    trained = load_model(tmp_path / "ranks")
     want = dict(policy.model.named_parameters())
     for name, value in trained.model.named_parameters():
         np.testing.assert_allclose(value.detach().numpy(), want[name].detach().numpy(), atol=1e-5, err_msg=name)

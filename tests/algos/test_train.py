@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from textgym import messages as M
-from textgym.algos import recipes, tiny
-from textgym.algos.config import SFTConfig, TrainConfig
+from textgym.algos.config import SFTConfig, TrainConfig, presets
 from textgym.algos.grpo import GRPOConfig
-from textgym.algos.metrics import read_metrics
+from textgym.algos.models import tiny
+from textgym.algos.train.report import read_metrics
 from textgym.env import Outcome, TextEnv
 from textgym.rollout import rollout_schema
 from textgym.tasks import Task
@@ -27,7 +27,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from textgym.algos import train as train_module
-from textgym.algos.sft import sft
+from textgym.algos.train import command, episodes, loop, run_dir
+from textgym.algos.train.sft import sft
 
 ENV_ID = "textgym-test/AsciiFirst-v0"
 SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
@@ -192,18 +193,18 @@ def test_a_killed_run_loses_nothing(model_dir, tmp_path, monkeypatch, backend):
     train_module.train(run(tmp_path / "straight"))
 
     # Ctrl-C during step 3: the checkpoint of step 2 is written on the way out.
-    real_step = train_module.grpo_step
+    real_step = loop.grpo_step
 
     def interrupted(cfg, policy, learner, venv, step, *collected):
         if step == 2:
             raise KeyboardInterrupt
         return real_step(cfg, policy, learner, venv, step, *collected)
 
-    monkeypatch.setattr(train_module, "grpo_step", interrupted)
+    monkeypatch.setattr(loop, "grpo_step", interrupted)
     with pytest.raises(KeyboardInterrupt):
         train_module.train(run(tmp_path / "killed", save_every=100))
-    assert train_module.latest_checkpoint(tmp_path / "killed").name == "step_000002"
-    monkeypatch.setattr(train_module, "grpo_step", real_step)
+    assert run_dir.latest_checkpoint(tmp_path / "killed").name == "step_000002"
+    monkeypatch.setattr(loop, "grpo_step", real_step)
 
     # A hard kill after step 3 but before its checkpoint: the metrics of step 3 are already written.
     train_module.train(run(tmp_path / "killed", save_every=100))
@@ -242,10 +243,10 @@ def test_sft_learns_the_oracle_and_train_starts_from_it(model_dir, tmp_path, bac
     assert sft(cfg) == final  # done once; a resumed run reuses it
     from textgym.algos.backends import load_backend
     from textgym.algos.models import load_tokenizer
-    from textgym.algos.sampling import evaluate
-    from textgym.algos.token_envs import token_venv
+    from textgym.algos.rollouts.seeded import evaluate
+    from textgym.algos.rollouts.token_envs import token_venv
 
-    policy = load_backend(backend).load_policy(final)
+    policy = load_backend(backend).load_model(final)
 
     tokenizer = load_tokenizer(final)
     assert tokenizer.chat_template == tiny.compact_chat_template()  # the template it was trained with
@@ -256,7 +257,7 @@ def test_sft_learns_the_oracle_and_train_starts_from_it(model_dir, tmp_path, bac
 
 def test_noisy_demonstrations_are_imitated_mistakes_included(model_dir):
     from textgym.algos.models import load_tokenizer
-    from textgym.algos.sft import demonstrations
+    from textgym.algos.train.sft import demonstrations
 
     tokenizer = load_tokenizer(model_dir)
     demos = demonstrations(
@@ -274,7 +275,7 @@ def test_noisy_demonstrations_are_imitated_mistakes_included(model_dir):
 
 def test_cli_arguments_build_the_config():
     parser = argparse.ArgumentParser()
-    train_module.add_train_arguments(parser)
+    command.add_train_arguments(parser)
     args = parser.parse_args(
         [
             "--env",
@@ -294,7 +295,7 @@ def test_cli_arguments_build_the_config():
             '{"size": 4}',
         ]
     )
-    cfg = train_module.train_config_from_args(args)
+    cfg = command.train_config_from_args(args)
     assert cfg.backend == "jax" and cfg.steps == 7 and cfg.env_kwargs == {"size": 4}
     assert cfg.grpo.lr == 0.01 and cfg.grpo.group_size == 4 and cfg.grpo.loss_aggregation == "constant"
     assert cfg.grpo.mask_truncated is True
@@ -302,20 +303,20 @@ def test_cli_arguments_build_the_config():
     # Unset GRPO fields come from the tiny recipe for this env.
     assert cfg.grpo.max_new_tokens == 64 and cfg.grpo.num_iterations == 2
     sft_parser = argparse.ArgumentParser()
-    train_module.add_sft_arguments(sft_parser)
+    command.add_sft_arguments(sft_parser)
     sft_args = sft_parser.parse_args(["--env", "textgym/Sudoku-v0", "--steps", "5"])
-    from textgym.algos import flags
+    from textgym.algos.config import flags
 
     sft_cfg = SFTConfig(**flags.given(sft_args, SFTConfig))  # unset flags: the dataclass's defaults
     assert sft_cfg.steps == 5 and sft_cfg.backend == "torch" and sft_cfg.model == "tiny"
-    assert recipes.sft_config(flags.given(sft_args, SFTConfig)).steps == 5  # the preset's 1600 is overridden
+    assert presets.sft_config(flags.given(sft_args, SFTConfig)).steps == 5  # the preset's 1600 is overridden
 
 
 def test_the_warm_start_can_demonstrate_other_tasks_than_grpo_trains_on():
     parser = argparse.ArgumentParser()
-    train_module.add_train_arguments(parser)
+    command.add_train_arguments(parser)
     args = parser.parse_args(["--env", ENV_ID, "--env-kwargs", '{"size": 4, "blanks": 4}', "--sft-env-kwargs", '{"size": 4, "blanks": 1}'])
-    cfg = train_module.train_config_from_args(args)
+    cfg = command.train_config_from_args(args)
     assert cfg.env_kwargs == {"size": 4, "blanks": 4}
     assert cfg.sft_config().env_kwargs == {"size": 4, "blanks": 1}
     same = TrainConfig(env=ENV_ID, model="some/dir", env_kwargs={"size": 6})
@@ -346,8 +347,8 @@ def test_no_two_sampler_calls_share_a_seed_and_top_p_reaches_the_sampler(model_d
         def __getattr__(self, name):
             return getattr(self.module, name)
 
-        def load_policy(self, path, **kwargs):
-            return Spy(self.module.load_policy(path, **kwargs))
+        def load_model(self, path, **kwargs):
+            return Spy(self.module.load_model(path, **kwargs))
 
     monkeypatch.setattr(backends, "load_backend", lambda name, threads=None: Backend(real(name, threads)))
     grpo = GRPOConfig(group_size=4, lr=3e-3, max_new_tokens=3, max_length=64, micro_batch_size=4, top_p=0.9)
@@ -387,14 +388,16 @@ def test_total_steps_is_derived_from_the_run():
 
 
 def test_importing_the_training_loop_imports_no_framework():
-    code = "import sys, textgym.algos.train, textgym.algos.sft; print(sorted(m for m in ('torch', 'jax', 'flax') if m in sys.modules))"
+    code = (
+        "import sys, textgym.algos.train, textgym.algos.train.sft; print(sorted(m for m in ('torch', 'jax', 'flax') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_help_documents_every_flag_from_the_config_field_docs():
     parser = argparse.ArgumentParser()
-    train_module.add_train_arguments(parser)
+    command.add_train_arguments(parser)
     actions = {a.dest: a for a in parser._actions if a.dest != "help"}
     import dataclasses as dc
 
@@ -416,10 +419,10 @@ def test_presets_are_named_and_bad_flags_are_one_line_errors(capsys):
     from textgym.cli import main
 
     parser = argparse.ArgumentParser()
-    train_module.add_train_arguments(parser)
+    command.add_train_arguments(parser)
     args = parser.parse_args(["--env", ENV_ID, "--preset", "sudoku-tiny", "--model", "some/dir", "--lr", "0.5"])
-    cfg = train_module.train_config_from_args(args)
-    assert cfg.steps == recipes.PRESETS["sudoku-tiny"].steps and cfg.grpo.lr == 0.5 and cfg.grpo.num_iterations == 2
+    cfg = command.train_config_from_args(args)
+    assert cfg.steps == presets.PRESETS["sudoku-tiny"].steps and cfg.grpo.lr == 0.5 and cfg.grpo.num_iterations == 2
     assert main(["train", "--env", ENV_ID, "--preset", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("textgym train: error:") and "sudoku-tiny" in err and len(err.strip().splitlines()) == 1
@@ -437,10 +440,10 @@ def test_a_mixture_of_envs_trains_and_reports_each_env(model_dir, tmp_path):
     assert_step_times(records)  # summed over the envs' collections
     assert summary["best"]["step"] in (0, 2) and (tmp_path / "mix" / "best" / "model.safetensors").is_file()
     parser = argparse.ArgumentParser()
-    train_module.add_train_arguments(parser)
+    command.add_train_arguments(parser)
     args = parser.parse_args(["--env", ENV_ID, "--env", TWO_TURN_ID, "--env-weights", "0.25,0.75"])
-    assert train_module.train_config_from_args(args).env == (ENV_ID, TWO_TURN_ID)
-    assert train_module.prompt_shares(train_module.train_config_from_args(args).replace(prompts_per_step=4)) == [1, 3]
+    assert command.train_config_from_args(args).env == (ENV_ID, TWO_TURN_ID)
+    assert episodes.prompt_shares(command.train_config_from_args(args).replace(prompts_per_step=4)) == [1, 3]
 
 
 def test_logged_steps_keep_the_groups_the_zero_std_filter_drops(model_dir, tmp_path):
@@ -456,7 +459,7 @@ def test_logged_steps_keep_the_groups_the_zero_std_filter_drops(model_dir, tmp_p
 
 def test_a_mixtures_warm_start_demonstrates_every_env_with_its_own_settings(model_dir):
     from textgym.algos.models import load_tokenizer
-    from textgym.algos.sft import warm_start_demonstrations
+    from textgym.algos.train.sft import warm_start_demonstrations
 
     sudoku = "textgym/Sudoku-v0"
     cfg = SFTConfig(

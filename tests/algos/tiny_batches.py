@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from textgym.algos import tiny
+from textgym.algos.models import tiny
 from textgym.rollout import Rollout
 
 SMALL = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)

@@ -61,7 +61,7 @@ def test_grpo_trainer_trains_tiny_through_the_factory(tmp_path):
     from trl import GRPOConfig, GRPOTrainer
     from trl.chat_template_utils import qwen3_template
 
-    from textgym.algos import tiny
+    from textgym.algos.models import tiny
 
     path = tiny.create(tmp_path / "tiny")
     tokenizer = AutoTokenizer.from_pretrained(path)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from textgym.algos import models, tiny
+from textgym.algos import models
+from textgym.algos.models import tiny
 from textgym.cli import main
 
 pytest.importorskip("transformers")
@@ -59,16 +60,18 @@ def test_an_interrupted_conversion_is_not_taken_as_done(tmp_path, monkeypatch):
 
     for module in ("torch", "gguf", "accelerate"):
         pytest.importorskip(module)
-    monkeypatch.setattr(models, "_write_hf", failing)
+    from textgym.algos.torch import gguf as torch_gguf
+
+    monkeypatch.setattr(torch_gguf, "write_hf", failing)
     with pytest.raises(KeyboardInterrupt):
         models.convert_gguf(gguf, out, progress=False)
     assert list((tmp_path / "cache").iterdir()) == []
     out.mkdir()
     (out / "config.json").write_text("{}")  # a folder left by something else, never stamped
-    monkeypatch.setattr(models, "_write_hf", working)
+    monkeypatch.setattr(torch_gguf, "write_hf", working)
     assert models.convert_gguf(gguf, out, progress=False) == out
     assert json.loads((out / "config.json").read_text()) == {"ok": True}
-    monkeypatch.setattr(models, "_write_hf", failing)  # done once: reused, never rewritten
+    monkeypatch.setattr(torch_gguf, "write_hf", failing)  # done once: reused, never rewritten
     assert models.convert_gguf(gguf, out, progress=False) == out
     assert len(written) == 1
 

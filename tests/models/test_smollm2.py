@@ -64,7 +64,7 @@ def test_the_converted_directory_matches_transformers_in_both_backends(smollm2_g
         (bare / name).symlink_to(smollm2_dir / name)
     for backend in (torch_backend, jax_backend):
         for path in (smollm2_dir, bare):
-            got = backend.load_policy(path).logprobs(ids, mask)
+            got = backend.load_model(path).logprobs(ids, mask)
             assert np.abs(got - want).max() < 1e-4, (backend.__name__, path.name)
 
 
@@ -73,7 +73,7 @@ def test_greedy_answers_like_the_model_card(smollm2_dir):
 
     tokenizer = models.load_tokenizer(smollm2_dir)
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2+3?"}], tokenize=False, add_generation_prompt=True)
-    ids, _ = torch_backend.load_policy(smollm2_dir).generate([np.asarray(tokenizer.encode(prompt), np.int32)], 16, temperature=0.0)
+    ids, _ = torch_backend.load_model(smollm2_dir).generate([np.asarray(tokenizer.encode(prompt), np.int32)], 16, temperature=0.0)
     assert "5" in tokenizer.decode(ids[0].tolist())
 
 

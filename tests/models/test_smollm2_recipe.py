@@ -9,15 +9,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from textgym.algos import recipes
-from textgym.algos.config import SFTConfig
+from textgym.algos.config import SFTConfig, presets
 
 ENV = "textgym/Sudoku-v0"
-PRESET = recipes.PRESETS["sudoku-smollm2"]
+PRESET = presets.PRESETS["sudoku-smollm2"]
 
 
 def test_the_preset_is_picked_by_env_and_model_and_reaches_the_warm_start():
-    cfg = recipes.train_config({"env": ENV, "model": "smollm2-135m"})
+    cfg = presets.train_config({"env": ENV, "model": "smollm2-135m"})
     assert cfg.env_kwargs == {"size": 4, "blanks": 1, "max_turns": 1}
     assert cfg.chat_template == "compact"  # "auto" takes the preset's template
     layers = PRESET.grpo.trainable_layers
@@ -28,21 +27,21 @@ def test_the_preset_is_picked_by_env_and_model_and_reaches_the_warm_start():
     assert warm.trainable_layers == layers and warm.chat_template == "compact" and warm.lr == PRESET.sft_lr
     assert warm.oracle_kwargs == PRESET.sft_oracle_kwargs and warm.env_kwargs == cfg.env_kwargs
     # A bare `textgym sft` with the model gets the same warm start.
-    alone = recipes.sft_config({"env": ENV, "model": "smollm2-135m"})
+    alone = presets.sft_config({"env": ENV, "model": "smollm2-135m"})
     assert (alone.trainable_layers, alone.chat_template, alone.steps) == (layers, "compact", PRESET.sft_steps)
 
 
 def test_explicit_settings_win_over_the_preset():
-    from textgym.algos import train as train_module
+    from textgym.algos.train import command
 
     parser = argparse.ArgumentParser()
-    train_module.add_train_arguments(parser)
+    command.add_train_arguments(parser)
     args = parser.parse_args(["--env", ENV, "--model", "smollm2-135m", "--trainable-layers", "3", "--chat-template", "model"])
-    cfg = train_module.train_config_from_args(args)
+    cfg = command.train_config_from_args(args)
     assert cfg.grpo.trainable_layers == 3 and cfg.chat_template == "model" and cfg.grpo.lr == PRESET.grpo.lr
     assert cfg.sft_config().trainable_layers == 3
     # The tiny model keeps its own preset (no freezing, its compact template by "auto").
-    tiny = recipes.train_config({"env": ENV, "model": "tiny"})
+    tiny = presets.train_config({"env": ENV, "model": "tiny"})
     assert tiny.grpo.trainable_layers is None and tiny.chat_template == "auto"
 
 
@@ -55,7 +54,7 @@ def test_a_frozen_warm_start_of_smollm2_moves_only_the_top_layers_alike_in_both_
     from safetensors.numpy import load_file
 
     from textgym.algos import models
-    from textgym.algos.sft import sft
+    from textgym.algos.train.sft import sft
 
     base = SFTConfig(
         env=ENV,

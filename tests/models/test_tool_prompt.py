@@ -64,7 +64,7 @@ def _plain(schema):
 def test_oracle_demonstrations_show_their_tool_calls_in_the_hermes_convention(smollm2_tokenizer):
     """SFT demonstrations: the oracle's structured tool calls become <tool_call> text in the
     policy tokens, and the env's parser reads the very same calls back from that text."""
-    from textgym.algos.sft import demonstrations
+    from textgym.algos.train.sft import demonstrations
 
     [demo] = demonstrations(WORKPLACE, {}, smollm2_tokenizer, None, seeds=[3], num_envs=1)
     assert demo.success
@@ -92,7 +92,7 @@ class Recorder:
 
 @pytest.mark.filterwarnings("ignore:the chat template")
 def test_model_policy_is_prompted_with_every_tool(smollm2_tokenizer):
-    from textgym.algos.token_envs import token_venv
+    from textgym.algos.rollouts.token_envs import token_venv
 
     venv = token_venv(WORKPLACE, {}, smollm2_tokenizer, None, num_envs=2)
     recorder = Recorder(smollm2_tokenizer.eos_token_id)
@@ -107,7 +107,7 @@ def test_model_policy_is_prompted_with_every_tool(smollm2_tokenizer):
 
 
 def test_templates_that_render_tools_are_left_alone():
-    from textgym.algos.tiny import compact_chat_template
+    from textgym.algos.models.tiny import compact_chat_template
     from textgym.tokenizer import tiny_tokenizer
 
     tok = tiny_tokenizer()

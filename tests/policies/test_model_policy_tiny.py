@@ -15,12 +15,12 @@ pytestmark = pytest.mark.slow  # torch import and the tiny model: 12 s of CPU, 3
 def test_sampled_ids_and_logprobs_land_verbatim_in_the_rollouts(tmp_path):
     import gymnasium as gym
 
-    from textgym.algos import tiny
-    from textgym.algos.torch.policy import load_policy
+    from textgym.algos.models import tiny
+    from textgym.algos.torch.model import load_model
     from textgym.rollout import collect
     from textgym.wrappers import TokenObservation
 
-    backend = load_policy(tiny.create(tmp_path / "tiny", seed=0))
+    backend = load_model(tiny.create(tmp_path / "tiny", seed=0))
     template = tiny.compact_chat_template()
     venv = gym.vector.SyncVectorEnv([lambda: TokenObservation(CountdownEnv(max_turns=2), backend.tokenizer, chat_template=template)] * 2)
     policy = ModelPolicy(backend, max_new_tokens=6, temperature=1.0, seed=3)

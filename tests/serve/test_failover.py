@@ -97,7 +97,7 @@ def test_eval_over_two_servers_and_a_dead_url_at_start_is_one_line(serve, tmp_pa
 @pytest.mark.slow  # a tiny model's run: ~30-60 s on 2 shared cores
 def test_train_plays_on_two_servers_and_a_dead_url_at_start_is_one_line(serve, tmp_path):
     pytest.importorskip("torch")
-    from textgym.algos.metrics import read_metrics
+    from textgym.algos.train.report import read_metrics
     from textgym.rollout import read_rollouts
 
     a, b = serve(*SUDOKU), serve(*SUDOKU)

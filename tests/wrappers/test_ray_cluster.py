@@ -123,7 +123,7 @@ def test_textgym_train_plays_its_envs_on_the_cluster(cluster, tmp_path):
     import os
     import subprocess
 
-    from textgym.algos.metrics import read_metrics
+    from textgym.algos.train.report import read_metrics
 
     address, home = cluster
     env = dict(os.environ, RAY_ADDRESS=address, HOME=home, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))

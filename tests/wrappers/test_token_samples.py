@@ -179,7 +179,7 @@ pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    from textgym.algos import tiny
+    from textgym.algos.models import tiny
 
     size = tiny.TinySize(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
     path = tiny.create(tmp_path_factory.mktemp("tiny-thinking"), seed=0, size=size)
@@ -190,13 +190,13 @@ def model_dir(tmp_path_factory):
 def test_collect_with_a_model_splits_and_logprobs_are_recomputed_on_the_sampled_ids(model_dir):
     from textgym.algos import models
     from textgym.algos.grpo import GRPOConfig, pack
-    from textgym.algos.token_envs import token_venv
-    from textgym.algos.torch import load_policy
+    from textgym.algos.rollouts.token_envs import token_venv
+    from textgym.algos.torch import load_model
     from textgym.policies.model import ModelPolicy
     from textgym.rollout import collect
 
     tokenizer = models.load_tokenizer(model_dir)
-    model = load_policy(model_dir)
+    model = load_model(model_dir)
     venv = token_venv(THREE_TURNS, {}, tokenizer, None, 4, on_template_break="new_sample")
     try:
         rollouts = collect(venv, ModelPolicy(model, max_new_tokens=6, temperature=1.0, seed=0), seeds=[0, 1], group_size=2)

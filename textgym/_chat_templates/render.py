@@ -107,7 +107,7 @@ class TemplateRenderer:
     def prepare(self, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """``messages`` as the template sees them, for :meth:`tail`. Not remembered, as :meth:`render`
         remembers them: the caller keeps the prepared list and prepares each message once."""
-        return [self._prepare(m) for m in messages]
+        return [self._template_message(m) for m in messages]
 
     def tail(self, chat: list[dict[str, Any]], start: int, tools: list | None, generation_prompt: bool) -> list[str] | None:
         """The rendering of the :meth:`prepare`-d messages ``chat`` without the header and the
@@ -152,10 +152,10 @@ class TemplateRenderer:
         if hit is None or hit[0] is not message:
             if len(self._messages) >= _MAX_PREPARED:
                 self._messages.clear()
-            hit = self._messages[id(message)] = (message, self._prepare(message))  # held, so no id is reused while cached
+            hit = self._messages[id(message)] = (message, self._template_message(message))  # held, so no id is reused while cached
         return hit[1]
 
-    def _prepare(self, message: Mapping[str, Any]) -> dict[str, Any]:
+    def _template_message(self, message: Mapping[str, Any]) -> dict[str, Any]:
         # A dict of exact strs (so no None) without a reasoning field is what the helpers
         # return for it: the same dict serves (templates render in a sandbox that changes nothing).
         if type(message) is dict and self._as_is(message):

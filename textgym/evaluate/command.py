@@ -183,17 +183,16 @@ def _text_venv(args: argparse.Namespace) -> gym.vector.VectorEnv:
 
 
 def _token_venv(args: argparse.Namespace, spec: PolicySpec, tokenizer: Any) -> gym.vector.VectorEnv:
-    from textgym.algos.token_envs import chat_template, token_venv
+    from textgym.algos.rollouts.token_envs import chat_template, token_venv
 
     template = chat_template("auto", spec.model)  # the tiny preset's compact one, else the model's
     return token_venv(*_env_source(args), tokenizer, template, args.num_envs, args.vectorization_mode)
 
 
 def _model_policy(spec: PolicySpec, args: argparse.Namespace) -> Any:
-    from textgym.algos.backends import idle_cpus
-    from textgym.policies import ModelPolicy
+    from textgym.algos.backends import idle_cpus, load_model_policy
 
-    return ModelPolicy.load(
+    return load_model_policy(
         spec.model,
         backend=args.backend,
         max_new_tokens=args.max_tokens or 256,

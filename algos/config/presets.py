@@ -8,8 +8,8 @@ names with ``--preset``, else from the preset made for its env and model, if the
 the dataclasses' defaults, and the flags it was given go on top. To add a preset, write one more
 ``TrainConfig(preset="name", ...)`` and list it in :data:`PRESETS`.
 
-The numbers come from the runs recorded in docs/benchmarks.md ("Learning on Sudoku 4x4 with the tiny
-model", "Code-v0 with two attempts: code-tiny", "Workplace-v0 in two turns: workplace-tiny") and
+The numbers come from the runs recorded in docs/benchmarks.md ("Sudoku 4x4 with the tiny model
+(the README run)", "Code-v0 with two attempts: code-tiny", "Workplace-v0 in two turns: workplace-tiny") and
 docs/models.md ("Learning on SmolLM2").
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 from textgym.algos.config import SFTConfig, TrainConfig
 from textgym.algos.grpo import GRPOConfig
 from textgym.algos.models import SMOLLM2
-from textgym.algos.tiny import NAME as TINY
+from textgym.algos.models.tiny import NAME as TINY
 
 SUDOKU_TINY = TrainConfig(
     preset="sudoku-tiny",

@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from textgym.algos import distributed, sampling, token_envs
-from textgym.algos.config import BranchSource, TrainConfig
+from textgym.algos.config.run import BranchSource
 from textgym.algos.grpo.seeds import TASK_SEEDS, SeedTree
 from textgym.rollout import Rollout, collect
 
@@ -186,52 +184,3 @@ def branch_metrics(branches: Sequence[Rollout], seconds: float) -> dict[str, flo
 
 def _mean(values: Sequence[float]) -> float:
     return float(np.mean(values)) if len(values) else 0.0
-
-
-def collect_branches(
-    config: TrainConfig, policy: Any, venvs: Mapping[str, Any], step: int, rollouts: Sequence[Rollout], shares: Sequence[int]
-) -> tuple[list[Rollout], dict[str, float]]:
-    """Step ``step``'s ``config.branch_groups`` branched groups (every process's, in order) and
-    their ``branch/*`` metrics and ``time/sampling``, ``time/env`` and ``time/wrapper``; ``shares``: a mixture's demonstrator starts per env.
-
-    Every process chooses the same starts (from the step's gathered ``rollouts``, or from the
-    demonstrator) and plays a contiguous block of them. Group ``prompts_per_step + i`` is start
-    ``i``, so no branched group shares an id with an ordinary one.
-    """
-    started = time.perf_counter()
-    grpo, tree = config.grpo, SeedTree(config.grpo.seed)
-    if config.branch_source == "rollouts":
-        starts = rollout_starts(rollouts, config.branch_groups, tree.rng("branch_starts", step))
-    else:
-        oracle = config.sft_config()  # the warm start's demonstrator
-        starts = [
-            start
-            for env, n in zip(config.envs, shares)
-            for start in demonstrator_starts(env, config.kwargs_of(env), oracle.oracle_kwargs_of(env), n, tree, step)
-        ]
-    world, rank = distributed.world_size(), distributed.rank()
-    mine = np.array_split(np.arange(len(starts)), world)[rank].tolist()
-    local: list[Rollout] = []
-    seconds = {"time/sampling": 0.0, "time/env": 0.0, "time/wrapper": 0.0}
-    for row, (env, venv) in enumerate(venvs.items()):
-        chosen = [i for i in mine if starts[i].env_id == env]
-        if not chosen:
-            continue
-        actor = sampling.TreeSampler(
-            policy,
-            tree,
-            "branch_sampler",
-            step,
-            row=row * world + rank,
-            max_new_tokens=grpo.max_new_tokens,
-            temperature=grpo.temperature,
-            top_p=grpo.top_p,
-        )
-        clock = token_envs.token_clock(venv)
-        played = play_branches(venv, actor, [starts[i] for i in chosen], grpo.group_size, config.branch_turns)
-        for key, value in token_envs.token_seconds(clock, token_envs.token_clock(venv)).items():
-            seconds[key] += value
-        seconds["time/sampling"] += actor.seconds
-        local += [dataclasses.replace(r, group=config.prompts_per_step + chosen[r.group]) for r in played]
-    branches = sorted(distributed.gather(local), key=lambda r: r.group)  # stable: a group's episodes keep their order
-    return branches, branch_metrics(branches, time.perf_counter() - started) | seconds

@@ -17,14 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from textgym.algos import distributed, models
+from textgym.algos import models
 from textgym.algos.backends import load_backend, make_learner
 from textgym.algos.config import SFTConfig
-from textgym.algos.fields import to_json
+from textgym.algos.config.fields import to_json
+from textgym.algos.distributed import processes
 from textgym.algos.grpo import Batch, GRPOConfig, SeedTree, pack, policy_prefix
 from textgym.algos.grpo.lora import MERGED
-from textgym.algos.metrics import MetricsLog, progress_bar
-from textgym.algos.token_envs import chat_template, keep_chat_template, token_venv
+from textgym.algos.rollouts.token_envs import chat_template, keep_chat_template, token_venv
+from textgym.algos.train.report import MetricsLog, progress_bar
 from textgym.arguments import check_env_ids
 from textgym.rollout import Rollout
 
@@ -102,9 +103,9 @@ def sft_batch(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> B
     return batch.replace(advantages=advantages, old_logprobs=None)
 
 
-def nll(policy: Any, batch: Batch) -> float:
+def nll(model: Any, batch: Batch) -> float:
     """Mean negative log-likelihood per trained token (what SFT minimises)."""
-    lp = policy.logprobs(batch.input_ids, batch.attention_mask)
+    lp = model.logprobs(batch.input_ids, batch.attention_mask)
     return float(-(lp * batch.loss_mask).sum() / max(1.0, batch.loss_mask.sum()))
 
 
@@ -116,8 +117,8 @@ def sft(config: SFTConfig) -> Path:
     """
     config = config.resolved()
     check_env_ids(config.envs)
-    distributed.init(config.backend)  # under torchrun: every rank trains its share of each batch's rows
-    writer = distributed.is_writer()
+    processes.init(config.backend)  # under torchrun: every rank trains its share of each batch's rows
+    writer = processes.is_writer()
     if not writer:
         config = dataclasses.replace(config, progress=False)
     models.quiet_transformers()
@@ -126,28 +127,24 @@ def sft(config: SFTConfig) -> Path:
     result = final / MERGED if config.lora_rank else final  # what a warm start continues from
     if (result / "config.json").is_file():
         return result
-    distributed.barrier()  # every rank has looked before rank 0 writes anything
+    processes.barrier()  # every rank has looked before rank 0 writes anything
     if writer:
         out.mkdir(parents=True, exist_ok=True)
-    model_dir = distributed.writer_first(
+    model_dir = processes.writer_first(
         lambda: models.resolve(config.model, out, seed=config.seed, progress=config.progress, tiny_layers=config.tiny_layers)
     )
     template = chat_template(config.chat_template, config.model)
     backend = load_backend(config.backend, config.threads)
-    policy = backend.load_policy(model_dir)
+    model = backend.load_model(model_dir)
     tokenizer = models.load_tokenizer(model_dir)
     tree = SeedTree(config.seed)
     demos = warm_start_demonstrations(config, tokenizer, template, tree.demo_seeds(config.demos))
     solved = float(np.mean([r.success for r in demos]))
+    # The learner's loss and packing: every demonstration a group of one, advantages all 1 (see above).
     grpo = GRPOConfig(
         group_size=1,
-        lr=config.lr,
-        lr_schedule="cosine",
-        warmup_steps=max(1, config.steps // 10),
-        total_steps=config.steps,
         max_length=config.max_length,
         micro_batch_size=min(config.micro_batch_size, config.batch_size),
-        max_grad_norm=1.0,
         advantage_scaling="none",
         trainable_layers=config.trainable_layers,
         seed=config.seed,
@@ -156,16 +153,16 @@ def sft(config: SFTConfig) -> Path:
         lora_targets=config.lora_targets,
         lora_merge=bool(config.lora_rank),
     )
-    learner = make_learner(backend, policy, grpo, data_parallel=config.data_parallel)
+    learner = make_learner(backend, model, grpo, data_parallel=config.data_parallel, optimizer=config.optimizer)
     order = tree.rng("sft_order").permutation(len(demos))
     log = MetricsLog(out / "sft_metrics.jsonl", writer=writer)
     with progress_bar("SFT", total=config.steps, enabled=config.progress) as bar:
         for step in range(config.steps):
             picks = [demos[order[(step * config.batch_size + i) % len(demos)]] for i in range(config.batch_size)]
-            batch = sft_batch(picks, grpo, policy.pad_id)
+            batch = sft_batch(picks, grpo, model.pad_id)
             record = {"step": step + 1} | ({"sft/demo_success": solved} if step == 0 else {})
             if step % 10 == 0 or step == config.steps - 1:
-                record["sft/nll"] = nll(policy, batch)
+                record["sft/nll"] = nll(model, batch)
                 bar.update(info=f"nll {record['sft/nll']:.3f}")
             metrics = learner.train_step(batch)
             log.write(record | {k: v for k, v in metrics.items() if k.startswith("stats/")})

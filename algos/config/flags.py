@@ -2,7 +2,7 @@
 
 Each field of :class:`~textgym.algos.config.TrainConfig`, :class:`~textgym.algos.config.SFTConfig`
 and :class:`~textgym.algos.grpo.GRPOConfig` becomes ``--field-name``; its help is the field's
-``doc`` metadata (:mod:`textgym.algos.fields`), its type and choices come from the annotation
+``doc`` metadata (:mod:`textgym.algos.config.fields`), its type and choices come from the annotation
 (``Literal`` gives choices, ``bool`` gives ``--x/--no-x``, a ``dict`` takes a JSON object, a
 ``tuple[T, ...]`` comma-separated ``T`` values), and its default is the dataclass's own. Flags that
 are not given are left out of the namespace (``argparse.SUPPRESS``), so the preset or the
@@ -16,7 +16,7 @@ import dataclasses
 import types
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from textgym.algos.fields import field_docs, plain
+from textgym.algos.config.fields import field_docs, plain
 from textgym.arguments import comma_separated, json_object, seed_int
 
 

@@ -12,13 +12,14 @@ metrics computed from the gathered rollouts are the same on every rank. Rank 0 a
 run's files (checkpoints, metrics, rollouts, ``summary.json``).
 
 Without a process group every function here is the one-process case: rank 0 of a world of 1, no
-waiting, nothing to gather. This module imports torch or JAX only when a run is distributed.
+waiting, nothing to gather. The framework's side lives in each backend's ``processes`` module (the
+same functions in both), imported only when a run is distributed.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
-import pickle
 import socket
 import sys
 import time
@@ -63,17 +64,11 @@ def init(backend: str, *, coordinator: str | None = None, num_processes: int | N
             f"this process was launched as one of {launched_world_size()} torch ranks, but the backend is "
             f"{backend!r}; run the JAX backend with --nproc, or with --coordinator/--num-processes/--process-id"
         )
-    import torch
-    import torch.distributed as dist
-
-    if dist.is_initialized():
+    group = _backend_processes("torch")
+    if group.joined():
         return
     _die_with_launcher()
-    if torch.cuda.is_available():
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl")
-    else:
-        dist.init_process_group("gloo")
+    group.join()
 
 
 def _die_with_launcher() -> None:
@@ -109,17 +104,13 @@ def _init_jax(coordinator: str | None, num_processes: int | None, process_id: in
         if process_id != 0:  # process 0 starts the coordinator; the others must reach it
             _wait_for(coordinator, COORDINATOR_WAIT)
         explicit = {"coordinator_address": coordinator, "num_processes": num_processes, "process_id": process_id}
-    import jax
-
-    if jax.distributed.is_initialized():
-        _jax_joined = True
-        return
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    try:
-        jax.distributed.initialize(**explicit, initialization_timeout=int(COORDINATOR_WAIT))
-    except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TextGymError(f"cannot join the JAX processes (coordinator {coordinator or 'from the environment'}): {first}") from None
+    group = _backend_processes("jax")
+    if not group.joined():
+        try:
+            group.join(explicit, int(COORDINATOR_WAIT))
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise TextGymError(f"cannot join the JAX processes (coordinator {coordinator or 'from the environment'}): {first}") from None
     _jax_joined = True
 
 
@@ -151,32 +142,31 @@ def _wait_for(address: str, seconds: float) -> None:
             time.sleep(0.5)
 
 
-def _jax() -> Any:
-    """``jax`` when this process joined ``jax.distributed``, else None."""
-    if not _jax_joined:
-        return None
-    import jax
-
-    return jax
+def _backend_processes(backend: str) -> Any:
+    """``textgym.algos.<backend>.processes``: the framework's side of the functions here."""
+    return importlib.import_module(f"textgym.algos.{backend}.processes")
 
 
-def _dist() -> Any:
-    """``torch.distributed`` when a process group is up, else None (torch is never imported here)."""
-    if "torch" not in sys.modules:
-        return None
-    import torch.distributed as dist
-
-    return dist if dist.is_available() and dist.is_initialized() else None
+def _group() -> Any:
+    """The ``processes`` module of the backend whose processes this one joined, else None (a
+    torch process group counts only when torch is imported: torch is never imported here)."""
+    if _jax_joined:
+        return _backend_processes("jax")
+    if "torch" in sys.modules:
+        group = _backend_processes("torch")
+        if group.joined():
+            return group
+    return None
 
 
 def rank() -> int:
-    jax, dist = _jax(), _dist()
-    return jax.process_index() if jax is not None else dist.get_rank() if dist is not None else 0
+    group = _group()
+    return group.rank() if group is not None else 0
 
 
 def world_size() -> int:
-    jax, dist = _jax(), _dist()
-    return jax.process_count() if jax is not None else dist.get_world_size() if dist is not None else 1
+    group = _group()
+    return group.world_size() if group is not None else 1
 
 
 def is_writer() -> bool:
@@ -185,14 +175,9 @@ def is_writer() -> bool:
 
 
 def barrier() -> None:
-    if _jax() is not None:
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices("textgym")
-        return
-    dist = _dist()
-    if dist is not None:
-        dist.barrier()
+    group = _group()
+    if group is not None:
+        group.barrier()
 
 
 def writer_first(make: Callable[[], T]) -> T:
@@ -214,27 +199,8 @@ def writer_only(act: Callable[[], Any]) -> None:
 
 def gather(items: Sequence[T]) -> list[T]:
     """Every rank's ``items``, concatenated in rank order, on every rank."""
-    if _jax() is not None:
-        return _jax_gather(items)
-    dist = _dist()
-    if dist is None:
-        return list(items)
-    parts: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(parts, list(items))
-    return [item for part in parts for item in part]
-
-
-def _jax_gather(items: Sequence[T]) -> list[T]:
-    """:func:`gather` over JAX processes: pickled bytes, padded to the longest, all-gathered."""
-    import numpy as np
-    from jax.experimental import multihost_utils
-
-    data = np.frombuffer(pickle.dumps(list(items)), np.uint8)
-    sizes = np.asarray(multihost_utils.process_allgather(np.array([data.size], np.int64))).reshape(-1)
-    padded = np.zeros(int(sizes.max()), np.uint8)
-    padded[: data.size] = data
-    rows = np.asarray(multihost_utils.process_allgather(padded)).reshape(len(sizes), -1)
-    return [item for row, n in zip(rows, sizes) for item in pickle.loads(row[:n].tobytes())]
+    group = _group()
+    return list(items) if group is None else group.gather(items)
 
 
 def my_block(n: int, what: str = "prompts_per_step") -> range:
@@ -253,9 +219,7 @@ def my_block(n: int, what: str = "prompts_per_step") -> range:
 def destroy() -> None:
     """Leave the process group at the end of a run."""
     global _jax_joined
-    jax, dist = _jax(), _dist()
-    if jax is not None:
-        jax.distributed.shutdown()
-        _jax_joined = False
-    if dist is not None:
-        dist.destroy_process_group()
+    group = _group()
+    if group is not None:
+        group.leave()
+    _jax_joined = False

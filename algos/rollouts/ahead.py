@@ -7,7 +7,7 @@ fresher and never older. With one learner step of lag per K, sampling step ``s +
 updating on step ``s``, and because the version of every step is fixed, not raced, a run with
 K > 0 is as deterministic as a synchronous one: same config, same rollouts, same weights.
 
-The learner publishes a copy of its policy after every update (:meth:`AheadSampler.publish`);
+The learner publishes a copy of its model after every update (:meth:`BackgroundCollector.publish`);
 the thread samples with that copy, so the weights it reads never change under it. Each step's
 record gets ``async/staleness_mean`` and ``async/staleness_max`` (updates between the sampler's
 weights and the learner's, over the step's episodes), ``async/wait_s`` (how long the learner
@@ -17,50 +17,35 @@ as the thread measured them.
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from textgym.algos import distributed
+from textgym.algos.distributed import processes
 
 
-def snapshot(policy: Any) -> Any:
-    """A copy of ``policy`` with its own weights: the learner may update its own meanwhile."""
-    twin = copy.copy(policy)
-    twin._sampler = None  # the dtype-cast copy, re-made from the twin's own weights
-    if hasattr(policy, "params"):  # JAX: the learner donates its buffers to the next update
-        import jax
-        import jax.numpy as jnp
-
-        twin.params = jax.tree.map(jnp.copy, policy.params)
-    else:  # torch: the learner updates the module in place
-        twin.model = copy.deepcopy(policy.model).eval()
-    return twin
-
-
-class AheadSampler:
+class BackgroundCollector:
     """Samples steps ``start .. stop-1`` in a thread, step ``s`` with the weights of version
     ``max(s - k, start)``; :meth:`take` hands them over in order.
 
     Args:
-        collect: ``collect(policy, step) -> (rollouts, metrics)`` (every group of the step, and
+        collect: ``collect(model, step) -> (rollouts, metrics)`` (every group of the step, and
             the ``time/*`` of collecting them).
-        policy: The learner's policy at version ``start``.
+        model: The learner's model at version ``start``.
         start: The first step to sample.
         stop: One past the last.
         k: ``max_off_policy_steps``.
     """
 
-    def __init__(self, collect: Callable[[Any, int], tuple[list[Any], dict[str, float]]], policy: Any, start: int, stop: int, k: int):
+    def __init__(self, collect: Callable[[Any, int], tuple[list[Any], dict[str, float]]], model: Any, start: int, stop: int, k: int):
         self.collect, self.start, self.stop, self.k = collect, start, stop, k
-        self.versions = {start: snapshot(policy)}
+        self.versions = {start: model.snapshot()}
         self.ready: dict[int, tuple[list[Any], dict[str, float], int]] = {}
         self.error: BaseException | None = None
         self.closed = False
         self.lock = threading.Condition()
-        self.thread = threading.Thread(target=self._run, name="textgym-ahead-sampler", daemon=True)
+        self.thread = threading.Thread(target=self._run, name="textgym-background-collector", daemon=True)
         self.thread.start()
 
     def version_for(self, step: int) -> int:
@@ -75,11 +60,11 @@ class AheadSampler:
                     self.lock.wait_for(lambda v=version: v in self.versions or self.closed)
                     if self.closed:
                         return
-                    policy = self.versions[version]
+                    model = self.versions[version]
                     for old in [v for v in self.versions if v < version]:
                         del self.versions[old]  # no later step samples from them
                 t0 = time.perf_counter()
-                rollouts, metrics = self.collect(policy, step)
+                rollouts, metrics = self.collect(model, step)
                 with self.lock:
                     self.ready[step] = (rollouts, metrics | {"time/rollout_s": time.perf_counter() - t0}, version)
                     self.lock.notify_all()
@@ -94,7 +79,7 @@ class AheadSampler:
         with self.lock:
             self.lock.wait_for(lambda: step in self.ready or self.error is not None)
             if step not in self.ready:
-                raise RuntimeError(f"the background sampler failed at step {step + 1}: {self.error}") from self.error
+                raise RuntimeError(f"the background collector failed at step {step + 1}: {self.error}") from self.error
             rollouts, metrics, version = self.ready.pop(step)
         staleness = step - version
         return rollouts, metrics | {
@@ -104,10 +89,10 @@ class AheadSampler:
             "async/policy_version": float(version),
         }
 
-    def publish(self, version: int, policy: Any) -> None:
+    def publish(self, version: int, model: Any) -> None:
         """The learner's weights after ``version`` steps, for the steps that sample from them."""
         if version + self.k < self.stop:  # step version + k samples from it
-            twin = snapshot(policy)
+            twin = model.snapshot()
             with self.lock:
                 self.versions[version] = twin
                 self.lock.notify_all()
@@ -121,15 +106,15 @@ class AheadSampler:
 
 
 def start(
-    k: int, collect: Callable[[Any, int], tuple[list[Any], dict[str, float]]], policy: Any, first: int, stop: int
-) -> AheadSampler | None:
-    """An :class:`AheadSampler` of steps ``first .. stop-1`` for ``k > 0``; None for the synchronous loop.
+    k: int, collect: Callable[[Any, int], tuple[list[Any], dict[str, float]]], model: Any, first: int, stop: int
+) -> BackgroundCollector | None:
+    """An :class:`BackgroundCollector` of steps ``first .. stop-1`` for ``k > 0``; None for the synchronous loop.
 
     Raises:
         ValueError: ``k > 0`` across several processes (their sampler collectives would race the learner's).
     """
     if k == 0 or first >= stop:
         return None
-    if distributed.world_size() > 1:
+    if processes.world_size() > 1:
         raise ValueError("max_off_policy_steps > 0 runs in one process; use 0 with several processes")
-    return AheadSampler(collect, policy, first, stop, k)
+    return BackgroundCollector(collect, model, first, stop, k)

@@ -19,10 +19,10 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
-from textgym.algos.context_cache import CONTEXT_CACHE_MB, ContextCache
-from textgym.algos.grpo.batch import PromptSplit
-from textgym.algos.grpo.config import ComputeDType, check_dtype
+from textgym.algos.config.grpo import ComputeDType, check_dtype
+from textgym.algos.grpo.prompts import PromptSplit
 from textgym.algos.models import has_tokenizer
+from textgym.algos.rollouts.context_cache import CONTEXT_CACHE_MB, ContextCache
 from textgym.algos.torch.packed import PackedWeights
 from textgym.algos.torch.sampler import generate, last_position, token_logprobs
 
@@ -73,7 +73,7 @@ def continuation_logprobs(model: torch.nn.Module, split: PromptSplit, temperatur
 
 
 class TorchLanguageModel:
-    """A causal LM with numpy-facing ``logprobs`` and ``generate`` (see :func:`load_policy`).
+    """A causal LM with numpy-facing ``logprobs`` and ``generate`` (see :func:`load_model`).
 
     Attributes:
         model: The ``torch.nn.Module`` (trained in place by :class:`~textgym.algos.torch.Learner`).
@@ -87,7 +87,7 @@ class TorchLanguageModel:
             weights the learner trains keep their own dtype.
         contexts: The keys and values ``generate`` keeps between calls, so an episode's next turn
             prefills only its new tokens (None when ``context_cache_mb`` is 0): see
-            :mod:`textgym.algos.context_cache`. Emptied whenever the weights change.
+            :mod:`textgym.algos.rollouts.context_cache`. Emptied whenever the weights change.
     """
 
     def __init__(
@@ -142,6 +142,14 @@ class TorchLanguageModel:
                     target.copy_(source)
             self._sampler = (stamp, self._sampler[1])
         return self._sampler[1]
+
+    def snapshot(self) -> TorchLanguageModel:
+        """A copy with weights of its own, for a thread that samples while a learner updates
+        (the learner updates the module in place); the context cache stays shared."""
+        twin = copy.copy(self)
+        twin._sampler = None  # the dtype-cast copy, re-made from the twin's own weights
+        twin.model = copy.deepcopy(self.model).eval()
+        return twin
 
     @torch.no_grad()
     def logprobs(self, ids: np.ndarray, mask: np.ndarray, *, temperature: float = 1.0) -> np.ndarray:
@@ -238,7 +246,7 @@ class TorchLanguageModel:
             self.tokenizer.save_pretrained(str(out_dir))
 
 
-def load_policy(
+def load_model(
     path: str | os.PathLike,
     *,
     dtype: str = "float32",

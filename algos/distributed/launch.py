@@ -47,7 +47,7 @@ def wants_launch(args: argparse.Namespace) -> bool:
 
 
 def process_flags(args: argparse.Namespace) -> dict[str, object]:
-    """The JAX process flags as :func:`textgym.algos.distributed.init`'s keyword arguments."""
+    """The JAX process flags as :func:`textgym.algos.distributed.processes.init`'s keyword arguments."""
     return {"coordinator": args.coordinator, "num_processes": args.num_processes, "process_id": args.process_id}
 
 

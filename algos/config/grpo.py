@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from textgym.algos.fields import check_choices, documented, option
+from textgym.algos.config.fields import check_choices, documented, option
+from textgym.algos.config.optimizer import LRSchedule, OptimizerConfig
 
 LossAggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "constant"]
 AdvantageScaling = Literal["group", "batch", "none"]
-LRSchedule = Literal["constant", "linear", "cosine"]
 ComputeDType = Literal["float32", "bfloat16"]
 PolicyLoss = Literal["clip", "gspo", "cispo"]
 RolloutCorrection = Literal["none", "tis", "mis"]
@@ -150,23 +150,23 @@ class GRPOConfig:
         "``steps * num_iterations``, a bare learner decays over 1000 steps.",
     )
     weight_decay: float = option(
-        0.0,
+        OptimizerConfig.weight_decay,
         "AdamW's decoupled weight decay.",
     )
     adam_beta1: float = option(
-        0.9,
+        OptimizerConfig.adam_beta1,
         "AdamW's first-moment decay.",
     )
     adam_beta2: float = option(
-        0.999,
+        OptimizerConfig.adam_beta2,
         "AdamW's second-moment decay.",
     )
     adam_eps: float = option(
-        1e-8,
+        OptimizerConfig.adam_eps,
         "AdamW's epsilon.",
     )
     max_grad_norm: float = option(
-        1.0,
+        OptimizerConfig.max_grad_norm,
         "Global gradient-norm clip; ``0`` disables it.",
     )
     micro_batch_size: int = option(
@@ -283,9 +283,19 @@ class GRPOConfig:
         return self.lora_alpha / self.lora_rank
 
     @property
-    def decay_steps(self) -> int:
-        """The schedule's horizon: ``total_steps``, or 1000 when no run has derived it."""
-        return 1000 if self.total_steps is None else self.total_steps
+    def optimizer(self) -> OptimizerConfig:
+        """The learner's AdamW and learning-rate schedule, from this config's fields."""
+        return OptimizerConfig(
+            lr=self.lr,
+            lr_schedule=self.lr_schedule,
+            warmup_steps=self.warmup_steps,
+            total_steps=self.total_steps,
+            weight_decay=self.weight_decay,
+            adam_beta1=self.adam_beta1,
+            adam_beta2=self.adam_beta2,
+            adam_eps=self.adam_eps,
+            max_grad_norm=self.max_grad_norm,
+        )
 
     @property
     def dr_grpo_constant(self) -> int:

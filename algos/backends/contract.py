@@ -8,6 +8,7 @@ they import the same way, check their extra the same way (a missing install rais
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -16,11 +17,15 @@ from textgym.error import require
 CONTRACT: Mapping[str, str] = {
     "Learner": "learner",
     "grpo_loss": "loss",
-    "load_policy": "policy",
+    "load_model": "model",
     "make_schedule": "learner",
 }
 """The names both backends export (their ``__all__``) -> the submodule that defines each, the same
-file in both backends; each backend also keeps its own extras importable."""
+file in both backends; each backend also keeps its own extras importable. Both also have a
+``processes`` module with the same functions (:mod:`textgym.algos.distributed.processes`)."""
+
+RENAMED: Mapping[str, str] = {"load_policy": "load_model"}
+"""Old names both backends still answer to -> the name they now have (with a DeprecationWarning)."""
 
 
 def exports(package: str, own: Mapping[str, str], modules: Sequence[str], extra: str) -> Callable[[str], Any]:
@@ -35,6 +40,9 @@ def exports(package: str, own: Mapping[str, str], modules: Sequence[str], extra:
     table = {**CONTRACT, **own}
 
     def __getattr__(name: str) -> Any:
+        if name in RENAMED:
+            warnings.warn(f"{package}.{name} is renamed {RENAMED[name]}", DeprecationWarning, stacklevel=2)
+            return __getattr__(RENAMED[name])
         if name not in table:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         for module in modules:

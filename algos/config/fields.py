@@ -2,8 +2,8 @@
 
 A config dataclass declares ``name: type = option(default, "what it means")``. The same text then
 feeds the class docstring (:func:`documented` appends an ``Attributes:`` section), the command
-line's ``--help`` (:mod:`textgym.algos.flags`) and the field tables of docs/trainers.md
-(:func:`field_table`; ``python -m textgym.algos.fields docs/trainers.md`` rewrites them), so no
+line's ``--help`` (:mod:`textgym.algos.config.flags`) and the field tables of docs/trainers.md
+(:func:`field_table`; ``python -m textgym.algos.config.tables docs/trainers.md`` rewrites them), so no
 field is described twice.
 
 Example:
@@ -131,20 +131,3 @@ def render_tables(text: str, classes: dict[str, type]) -> str:
     """``text`` with every ``<!-- fields: Name -->`` ... ``<!-- end fields -->`` block rewritten as
     :func:`field_table` of ``classes[Name]``."""
     return _TABLE.sub(lambda m: m.group(1) + field_table(classes[m.group(2)]) + m.group(4), text)
-
-
-def config_classes() -> dict[str, type]:
-    """The configs whose field tables docs/trainers.md shows."""
-    from textgym.algos.config import SFTConfig, TrainConfig
-    from textgym.algos.grpo import GRPOConfig
-
-    return {"GRPOConfig": GRPOConfig, "TrainConfig": TrainConfig, "SFTConfig": SFTConfig}
-
-
-if __name__ == "__main__":  # python -m textgym.algos.fields docs/trainers.md: regenerate its field tables
-    import sys
-    from pathlib import Path
-
-    for name in sys.argv[1:]:
-        page = Path(name)
-        page.write_text(render_tables(page.read_text(encoding="utf-8"), config_classes()), encoding="utf-8")

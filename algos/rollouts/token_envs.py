@@ -11,7 +11,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from textgym.algos import tiny
+from textgym.algos.models import tiny
 
 
 def chat_template(kind: str, model: str) -> str | None:
