@@ -99,12 +99,18 @@ def byte_alphabet() -> list[str]:
     return chars
 
 
-def tiny_tokenizer() -> Any:
+TINY_VOCABS = ("bytes", "bpe")
+
+
+def tiny_tokenizer(vocab: str = "bytes") -> Any:
     """Build the ``tiny`` preset's tokenizer (a ``transformers.PreTrainedTokenizerFast``).
 
-    Returns the same vocabulary in every process: ids 0-255 are bytes, then
-    ``<|endoftext|>``, ``<|im_start|>``, ``<|im_end|>`` (eos), ``<|pad|>`` (pad) and the markup tokens.
-    ``save_pretrained(dir)`` writes a directory that ``AutoTokenizer.from_pretrained(dir)`` reads.
+    Returns the same vocabulary in every process. ``vocab="bytes"``: ids 0-255 are bytes, then
+    ``<|endoftext|>``, ``<|im_start|>``, ``<|im_end|>`` (eos), ``<|pad|>`` (pad) and the markup
+    tokens. ``vocab="bpe"``: the byte-level BPE of :mod:`textgym.tiny_bpe`, trained on the envs'
+    own text (a Sudoku ``place`` call in 10 tokens instead of 67), with the same special and
+    markup tokens. ``save_pretrained(dir)`` writes a directory that
+    ``AutoTokenizer.from_pretrained(dir)`` reads.
 
     Raises:
         MissingDependency: transformers/tokenizers are not installed (``pip install 'textgym[tokens]'``).
@@ -121,13 +127,20 @@ def tiny_tokenizer() -> Any:
     tokenizers = require("tokenizers", "tokens")
     transformers = require("transformers", "tokens")
 
-    vocab = {ch: i for i, ch in enumerate(byte_alphabet())}
-    backend = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[]))
-    # No regex split: without merges it would change nothing but cost time.
-    backend.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    backend.decoder = tokenizers.decoders.ByteLevel()
-    backend.add_special_tokens([tokenizers.AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
-    backend.add_tokens([tokenizers.AddedToken(t, special=False, normalized=False) for t in MARKUP_TOKENS])
+    if vocab == "bpe":
+        from textgym import tiny_bpe
+
+        backend = tiny_bpe.load()
+    elif vocab == "bytes":
+        byte_ids = {ch: i for i, ch in enumerate(byte_alphabet())}
+        backend = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=byte_ids, merges=[]))
+        # No regex split: without merges it would change nothing but cost time.
+        backend.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+        backend.decoder = tokenizers.decoders.ByteLevel()
+        backend.add_special_tokens([tokenizers.AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+        backend.add_tokens([tokenizers.AddedToken(t, special=False, normalized=False) for t in MARKUP_TOKENS])
+    else:
+        raise ValueError(f"vocab must be one of {', '.join(TINY_VOCABS)}, got {vocab!r}")
     return transformers.PreTrainedTokenizerFast(
         tokenizer_object=backend,
         eos_token=EOS_TOKEN,

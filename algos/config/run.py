@@ -33,6 +33,7 @@ TemplateBreak = Literal["raise", "new_sample"]
 VectorMode = Literal["sync", "async", "ray"]
 DataParallel = Literal["ddp", "fsdp"]
 BranchSource = Literal["rollouts", "demonstrator"]
+TinyVocab = Literal["bytes", "bpe"]
 
 # Fields that SFTConfig and TrainConfig share mean the same thing: one text each.
 _BACKEND = "``jax`` or ``torch``; nothing else depends on it."
@@ -63,6 +64,11 @@ _ORACLE_KWARGS = (
 _TINY_LAYERS = (
     "Decoder layers of the ``tiny`` model (``None``: its default of 2); deeper ones find cells on a board "
     "that two layers do not (docs/benchmarks.md). Only for ``model=tiny``."
+)
+_TINY_VOCAB = (
+    "The ``tiny`` model's tokenizer: ``bytes`` (one token a byte) or ``bpe`` (a byte-level BPE of ~1k tokens "
+    "trained offline on the envs' own text, :mod:`textgym.tiny_bpe`: a Sudoku ``place`` call is 30 tokens, not 67, "
+    "every digit still a token of its own). Only for ``model=tiny``."
 )
 _DATA_PARALLEL = (
     "How several torch processes (``--nproc N``, ``torchrun``) split the learner: ``ddp``, each holds every "
@@ -97,6 +103,7 @@ class SFTConfig:
     backend: Backend = option("torch", _BACKEND, **warm_start("backend"))
     model: str = option("tiny", _MODEL, **warm_start("model"))
     tiny_layers: int | None = option(None, _TINY_LAYERS, **warm_start("tiny_layers"))
+    tiny_vocab: TinyVocab = option("bytes", _TINY_VOCAB, **warm_start("tiny_vocab"))
     preset: str | None = option(None, _PRESET, **warm_start("preset"))
     output_dir: str | None = option(
         None,
@@ -207,6 +214,7 @@ class TrainConfig:
     backend: Backend = option("torch", _BACKEND)
     model: str = option("tiny", _MODEL)
     tiny_layers: int | None = option(None, _TINY_LAYERS)
+    tiny_vocab: TinyVocab = option("bytes", _TINY_VOCAB)
     preset: str | None = option(None, _PRESET)
     output_dir: str | None = option(
         None, "Run directory: checkpoints, ``metrics.jsonl``, ``curve.png``, ``summary.json`` (``None``: ``runs/<env>-<backend>``)."
@@ -393,6 +401,8 @@ def _check_positive(config: Any, *names: str) -> None:
 def _check_tiny_layers(config: Any) -> None:
     if config.tiny_layers is not None and str(config.model) != "tiny":
         raise ValueError(f"tiny_layers is for model='tiny', got model={str(config.model)!r}")
+    if config.tiny_vocab != "bytes" and str(config.model) != "tiny":
+        raise ValueError(f"tiny_vocab is for model='tiny', got model={str(config.model)!r}")
 
 
 def _check_data_parallel(config: Any) -> None:

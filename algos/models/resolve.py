@@ -58,7 +58,12 @@ def cache_dir() -> Path:
 
 
 def resolve(
-    model: str | os.PathLike, workdir: str | os.PathLike | None = None, seed: int = 0, progress: bool = True, tiny_layers: int | None = None
+    model: str | os.PathLike,
+    workdir: str | os.PathLike | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    tiny_layers: int | None = None,
+    tiny_vocab: str = "bytes",
 ) -> Path:
     """The HF directory that ``model`` names, converting (once) or creating it as needed.
 
@@ -67,6 +72,7 @@ def resolve(
         workdir: Where ``tiny`` is created (a run directory); None: under the cache.
         seed: The tiny model's init seed.
         tiny_layers: The tiny model's decoder layers (None: :class:`~textgym.algos.models.tiny.TinySize`'s default).
+        tiny_vocab: The tiny model's tokenizer, ``bytes`` or ``bpe``.
         progress: Show the GGUF conversion's progress on stderr.
 
     Raises:
@@ -78,7 +84,9 @@ def resolve(
     text = os.fspath(model)
     if text == tiny.NAME:
         size = tiny.TinySize() if tiny_layers is None else tiny.TinySize(num_hidden_layers=tiny_layers)
-        return tiny.resolve(text, workdir if workdir is not None else cache_dir() / "tiny" / f"seed-{seed}", seed=seed, size=size)
+        return tiny.resolve(
+            text, workdir if workdir is not None else cache_dir() / "tiny" / f"seed-{seed}", seed=seed, size=size, vocab=tiny_vocab
+        )
     if text == SMOLLM2:
         return convert_gguf(smollm2_gguf(progress=progress), progress=progress)
     path = Path(text).expanduser()

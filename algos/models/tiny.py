@@ -140,13 +140,14 @@ def init_weights(config: dict[str, Any], seed: int = 0) -> dict[str, np.ndarray]
     return weights
 
 
-def create(path: str | os.PathLike, seed: int = 0, size: TinySize | None = None) -> Path:
+def create(path: str | os.PathLike, seed: int = 0, size: TinySize | None = None, vocab: str = "bytes") -> Path:
     """Write a random tiny Qwen2 model and the built-in tokenizer to ``path``; return the path.
 
     Args:
         path: Directory to write (created if missing; existing model files are overwritten).
         seed: Seed of the weight init; the same seed gives identical weights everywhere.
         size: Model shape; ``TinySize()`` by default.
+        vocab: The tokenizer: ``"bytes"`` or ``"bpe"`` (:func:`textgym.tokenizer.tiny_tokenizer`).
     """
     from textgym.tokenizer import tiny_tokenizer
 
@@ -154,18 +155,25 @@ def create(path: str | os.PathLike, seed: int = 0, size: TinySize | None = None)
     size = size or TinySize()
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    tokenizer = tiny_tokenizer()
+    tokenizer = tiny_tokenizer(vocab)
     config = config_dict(size, tokenizer)
     safetensors_numpy.save_file(init_weights(config, seed), str(path / "model.safetensors"), metadata={"format": "pt"})
     (path / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     generation = {"bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"], "pad_token_id": config["pad_token_id"]}
     (path / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n", encoding="utf-8")
-    (path / "textgym_tiny.json").write_text(json.dumps({"seed": seed, "size": asdict(size)}, indent=2) + "\n", encoding="utf-8")
+    (path / "textgym_tiny.json").write_text(json.dumps(_stamp(seed, size, vocab), indent=2) + "\n", encoding="utf-8")
     tokenizer.save_pretrained(str(path))
     return path
 
 
-def resolve(model: str | os.PathLike, workdir: str | os.PathLike, seed: int = 0, size: TinySize | None = None) -> Path:
+def _stamp(seed: int, size: TinySize, vocab: str) -> dict[str, Any]:
+    """What a created tiny model was made from (the byte vocabulary is left out, as before it had a name)."""
+    return {"seed": seed, "size": asdict(size)} | ({} if vocab == "bytes" else {"vocab": vocab})
+
+
+def resolve(
+    model: str | os.PathLike, workdir: str | os.PathLike, seed: int = 0, size: TinySize | None = None, vocab: str = "bytes"
+) -> Path:
     """The checkpoint directory a ``--model`` argument names: ``"tiny"`` is created under ``workdir``.
 
     A tiny model that already exists there (same seed and size) is reused, so a resumed run starts
@@ -178,7 +186,6 @@ def resolve(model: str | os.PathLike, workdir: str | os.PathLike, seed: int = 0,
         return path
     path = Path(workdir) / "tiny-init"
     stamp = path / "textgym_tiny.json"
-    wanted = {"seed": seed, "size": asdict(size or TinySize())}
-    if stamp.is_file() and json.loads(stamp.read_text(encoding="utf-8")) == wanted:
+    if stamp.is_file() and json.loads(stamp.read_text(encoding="utf-8")) == _stamp(seed, size or TinySize(), vocab):
         return path
-    return create(path, seed=seed, size=size)
+    return create(path, seed=seed, size=size, vocab=vocab)

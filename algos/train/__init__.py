@@ -4,6 +4,10 @@ one step of it (:mod:`~textgym.algos.train.step`), the episodes it plays
 what it reports (:mod:`~textgym.algos.train.report`), the SFT warm start
 (:mod:`~textgym.algos.train.sft`) and the two commands (:mod:`~textgym.algos.train.command`)."""
 
+from textgym.algos.backends import load_backend
+from textgym.algos.config import SFTConfig, TrainConfig
+from textgym.algos.grpo import GRPOConfig
 from textgym.algos.train.loop import train
 
-__all__ = ["train"]
+# The configs and the backend loader, where ``textgym.algos.train`` offered them before it was a package.
+__all__ = ["GRPOConfig", "SFTConfig", "TrainConfig", "load_backend", "train"]

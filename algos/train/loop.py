@@ -111,7 +111,9 @@ def start_model(config: TrainConfig, out: Path) -> Path:
         from textgym.algos.train.sft import sft
 
         return sft(config.sft_config())
-    make = lambda: models.resolve(config.model, out, seed=config.seed, progress=config.progress, tiny_layers=config.tiny_layers)
+    make = lambda: models.resolve(
+        config.model, out, seed=config.seed, progress=config.progress, tiny_layers=config.tiny_layers, tiny_vocab=config.tiny_vocab
+    )
     return processes.writer_first(make)
 
 

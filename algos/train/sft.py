@@ -131,7 +131,9 @@ def sft(config: SFTConfig) -> Path:
     if writer:
         out.mkdir(parents=True, exist_ok=True)
     model_dir = processes.writer_first(
-        lambda: models.resolve(config.model, out, seed=config.seed, progress=config.progress, tiny_layers=config.tiny_layers)
+        lambda: models.resolve(
+            config.model, out, seed=config.seed, progress=config.progress, tiny_layers=config.tiny_layers, tiny_vocab=config.tiny_vocab
+        )
     )
     template = chat_template(config.chat_template, config.model)
     backend = load_backend(config.backend, config.threads)
