@@ -6,7 +6,9 @@ is compared with the recorded one (and each turn's with the record's ``turn_rewa
 them: a reward moved to another turn is a change too), so a verifier change can be checked against
 yesterday's rollouts in CI: the command exits with status 1 when any reward changed. A record that cannot be
 replayed (its env is not registered, the seed now draws another task, no seed was recorded) is
-reported as *unreplayable*, never as a changed reward.
+reported as *unreplayable*, never as a changed reward. A branched episode's record (``branch``:
+it continued a saved state of its seed's episode) replays the whole conversation and compares the
+rewards of its own last ``turns`` turns; one cut before the env ended it is expected not to end.
 
 A record is untrusted input: its ``env_kwargs`` cannot choose how code is run
 (:data:`UNTRUSTED_KWARGS`: a sandbox, its backend or limits) nor where to connect (a served
@@ -117,6 +119,9 @@ def _checked(r: Mapping[str, Any]) -> dict[str, Any]:
         raise Unreplayable("the record's messages are not a list of message objects")
     if r.get("seed") is not None and (type(r["seed"]) is not int or r["seed"] < 0):
         raise Unreplayable(f"the record's seed is not a non-negative integer: {r['seed']!r:.60}")
+    branch = r.get("branch")
+    if branch is not None and not (isinstance(branch, dict) and type(r.get("turns")) is int and r["turns"] >= 1):
+        raise Unreplayable("the record's branch is not an object, or its turns are not a positive integer")
     reason = NOT_REPLAYED.get(str(r.get("env_id")))
     if reason:
         raise Unreplayable(reason)
@@ -155,18 +160,23 @@ def _replay(env: Any, r: Mapping[str, Any]) -> tuple[float, list[float], str | N
     actions = [_action(m) for m in r.get("messages") or () if m.get("role") == "assistant"]
     if not actions:
         raise Unreplayable("the record has no assistant turns to replay")
+    branch = r.get("branch")
+    first = len(actions) - r["turns"] if branch else 0  # a branch's reward is that of its own turns
+    if first < 0:
+        raise Unreplayable(f"the record's turns ({r['turns']}) exceed its {len(actions)} assistant turns")
     rewards, ended = [], False
     for k, action in enumerate(actions, 1):
         try:
             _, reward, terminated, truncated, _ = env.step(action)
         except Exception as exc:
             raise Unreplayable(f"turn {k} raised {type(exc).__name__}: {exc}") from None
-        rewards.append(float(reward))
+        if k > first:
+            rewards.append(float(reward))
         if terminated or truncated:
             ended = True
             break
     total = float(sum(rewards))
-    if not ended:
+    if not ended and not (branch and branch.get("cut")):
         return total, rewards, f"the episode did not end after the {len(actions)} recorded turns"
     if k < len(actions):
         return total, rewards, f"the episode ended at turn {k} of {len(actions)}"

@@ -9,6 +9,7 @@ policy and returns the records.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -96,6 +97,12 @@ class Rollout:
     taken from (the reset's for the first): turns of a group that left from equal keys are
     compared with each other by turn-level advantages. Both are None in records written before
     they existed; ``turn_state_keys`` also when the env reports no ``state_key``.
+    ``branch`` marks an episode that continued a saved state (a branched GRPO group,
+    :mod:`textgym.algos.rollouts.branches`): ``{"start_turn", "source", "cut"}``, the turns its source had
+    played, where the state came from (``rollouts`` or ``demonstrator``) and whether the branch
+    stopped before the env ended it; None for an episode played from its start.
+    ``turn_states`` (``collect(keep_states=True)``, not part of the record) holds the env's
+    ``get_state()`` before each policy turn.
     """
 
     env_id: str
@@ -121,9 +128,12 @@ class Rollout:
     sample_spans: list[tuple[int, int]] | None = None
     turn_rewards: list[float] | None = None
     turn_state_keys: list[str] | None = None
+    branch: dict[str, Any] | None = None
+    turn_states: list[bytes] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self) | {"messages": thaw(self.messages)}
+        del d["turn_states"]  # bytes for the trainer's branches, not a record's
         for name in _ARRAYS:
             if d[name] is not None:
                 d[name] = np.asarray(d[name]).tolist()
@@ -200,6 +210,7 @@ def _features(rollouts: Sequence[Rollout]) -> Any:
             "turn_timing": List({k: Value("float64") for k in turn_keys} if turn_keys else Json()),
             "verifications": List(Json()),
             "env_kwargs": Json(),
+            "branch": Json(),
         }
     )
 
@@ -271,6 +282,7 @@ class _Episode:
     turn_state_keys: list[str | None] = field(default_factory=list)
     turn_timing: list[dict[str, float]] = field(default_factory=list)
     verifications: list[dict[str, Any]] = field(default_factory=list)
+    turn_states: list[bytes] | None = None
 
     def slot(self, group_size: int) -> EpisodeSlot:
         """Where the episode stands, for the policy (its turns so far are its policy calls)."""
@@ -286,6 +298,9 @@ def collect(
     group_size: int = 1,
     options: Mapping[str, Any] | None = None,
     env_id: str | None = None,
+    group_options: Sequence[Mapping[str, Any] | None] | None = None,
+    turn_limit: int | None = None,
+    keep_states: bool = False,
 ) -> list[Rollout]:
     """Play ``episodes`` episodes in a vector env with a batched policy and return their records.
 
@@ -317,6 +332,14 @@ def collect(
     ``turn_state_keys`` the ``state_key`` of the info the policy acted on (the reset's, then each
     step's), or None when the env reports none.
 
+    Branching: ``group_options`` gives each group reset options of its own (on top of
+    ``options``), e.g. ``{"state": s}`` for a group that continues a saved episode (slots are then
+    reset one group at a time, with a ``reset_mask``). ``turn_limit=k`` stops every episode
+    after ``k`` policy turns: one the env has not ended by then is recorded as it stands, with
+    ``terminated``, ``truncated`` and ``end_reason`` unset (stopped, not ended) and ``reward``
+    the sum of its ``k`` rewards. ``keep_states=True`` records the env's ``get_state()`` before
+    each policy turn in ``Rollout.turn_states``, where branches can start.
+
     Timing: ``turn_timing`` holds, per turn, the seconds of the batched policy call and of the
     vector step that the turn was part of; ``timing`` their sums and ``wall_s``, from the episode's
     reset to its end.
@@ -330,6 +353,9 @@ def collect(
         group_size: Episodes per seed (GRPO's G).
         options: Reset options passed to every episode (e.g. ``{"task_index": 3}``).
         env_id: The record's ``env_id``; defaults to ``venv.spec.id``.
+        group_options: Reset options per group (None entries: ``options`` alone).
+        turn_limit: Stop each episode after this many policy turns (None: play it to the end).
+        keep_states: Keep each turn's starting env state in ``Rollout.turn_states``.
 
     Returns:
         One :class:`Rollout` per episode.
@@ -356,6 +382,10 @@ def collect(
         episodes = len(seeds) * group_size
     if not 0 < episodes <= len(seeds) * group_size:
         raise ValueError(f"episodes must be in [1, {len(seeds)} seeds x group_size={group_size}], got {episodes}")
+    if group_options is not None and len(group_options) != len(seeds):
+        raise ValueError(f"expected one group_options entry per group ({len(seeds)}), got {len(group_options)}")
+    if turn_limit is not None and turn_limit < 1:
+        raise ValueError(f"turn_limit must be >= 1 (None: no limit), got {turn_limit}")
     mode = AutoresetMode(venv.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
     env_id = env_id or getattr(getattr(venv, "spec", None), "id", None) or "unknown"
     env_kwargs = _env_kwargs(venv)
@@ -373,20 +403,34 @@ def collect(
             k = queue.pop() if queue else None
             slots[i] = None if k is None else _Episode(k, int(seeds[k // group_size]), {}, time.perf_counter())
             seed_list[i] = None if k is None else slots[i].seed
-        reset_options = dict(options or {})
-        if not mask.all():
-            reset_options["reset_mask"] = mask
-        observations, infos = venv.reset(seed=seed_list, options=reset_options or None)
-        for i in np.flatnonzero(mask):
-            infos_by_slot[i] = _slot_info(infos, i)
-            if slots[i] is not None:
-                slots[i].reset_info = infos_by_slot[i]
+            if slots[i] is not None and keep_states:
+                slots[i].turn_states = []
+        # Slots whose groups have options of their own are reset one group at a time.
+        group_of = np.array([-1 if s is None else s.index // group_size for s in slots])
+        own = np.array([g >= 0 and group_options is not None and group_options[g] is not None for g in group_of], dtype=bool)
+        calls = [(mask & ~own, None)]
+        calls += [(mask & (group_of == g), group_options[g]) for g in dict.fromkeys(group_of[mask & own].tolist())]
+        for part, extra in calls:
+            if not part.any():
+                continue
+            reset_options = dict(options or {}) | dict(extra or {})
+            if not part.all():
+                reset_options["reset_mask"] = part
+            observations, infos = venv.reset(seed=seed_list, options=reset_options or None)
+            for i in np.flatnonzero(part):
+                infos_by_slot[i] = _slot_info(infos, i)
+                if slots[i] is not None:
+                    slots[i].reset_info = infos_by_slot[i]
         return observations
 
     observations = refill(np.ones(n, dtype=bool))
     with _live_slots(policy, group_size) as tell_live:
         while any(s is not None for s in slots):
             tell_live(slots)
+            if keep_states:
+                for episode, state in zip(slots, venv.unwrapped.call("get_state")):
+                    if episode is not None:
+                        episode.turn_states.append(state)
             t0 = time.perf_counter()
             output = policy.act(list(observations), list(infos_by_slot))
             t1 = time.perf_counter()
@@ -394,6 +438,7 @@ def collect(
             observations, rewards, terminated, truncated, infos = venv.step(_env_actions(observations, output))
             cuts = getattr(output, "cut", None)
             t2 = time.perf_counter()
+            stopped: list[int] = []  # slots whose episode reached turn_limit before the env ended it
             for i, episode in enumerate(slots):
                 infos_by_slot[i] = _slot_info(infos, i)
                 if episode is None:
@@ -413,13 +458,43 @@ def collect(
                     slots[i] = None
                 else:
                     _note_verification(episode, infos_by_slot[i])
+                    if len(episode.turn_timing) == turn_limit:
+                        stopped.append(i)
+            if stopped:
+                _record_stopped(venv, slots, stopped, results, observations, infos_by_slot, env_id, group_size, env_kwargs)
             ended = np.asarray(terminated) | np.asarray(truncated)
+            ended[stopped] = True
             if all(s is None for s in slots):
                 if queue:
                     observations = refill(np.ones(n, dtype=bool))
             elif mode == AutoresetMode.DISABLED and ended.any():
                 observations = refill(ended)  # sub-envs that ended cannot step again before a reset
     return results  # type: ignore[return-value]
+
+
+def _record_stopped(
+    venv: Any,
+    slots: list[_Episode | None],
+    stopped: list[int],
+    results: list[Rollout | None],
+    observations: Any,
+    infos_by_slot: list[dict[str, Any]],
+    env_id: str,
+    group_size: int,
+    env_kwargs: dict[str, Any] | None,
+) -> None:
+    """Record the episodes of the ``stopped`` slots as they stand (``turn_limit`` reached) and free
+    their slots. A token env's trajectory so far comes from its wrapper (``info`` has it only at
+    the end of an episode)."""
+    tokens = isinstance(observations[stopped[0]], np.ndarray)
+    trajectories = venv.unwrapped.call("trajectory") if tokens else None
+    for i in stopped:
+        episode, info = slots[i], infos_by_slot[i]
+        if trajectories is not None:
+            info = dict(info, trajectory=trajectories[i])
+        record = _record(episode, env_id, observations[i], info, False, False, group_size, env_kwargs)
+        results[episode.index] = dataclasses.replace(record, end_reason=None)
+        slots[i] = None
 
 
 @contextmanager
@@ -514,6 +589,7 @@ def _record(
         env_kwargs=env_kwargs,
         turn_rewards=list(episode.turn_rewards),
         turn_state_keys=None if None in episode.turn_state_keys else list(episode.turn_state_keys),
+        turn_states=episode.turn_states,
     )
 
 

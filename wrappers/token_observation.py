@@ -77,6 +77,9 @@ class TokenObservation(gym.Wrapper):
       ``render_seconds`` those of this wrapper's own work around them (decoding the action, the
       chat template, tokenizing); a trainer reads both through ``venv.get_attr`` to tell env work
       from token rendering (they are not in ``info``: equal seeds must give equal infos).
+    * ``reset(options={"state": s, "prompt_ids": ids})``: the episode's prompt is ``ids`` (the
+      token context its source episode had at that turn) instead of the template's rendering
+      of the state's conversation, so a branch continues its source exactly (docs/state.md).
 
     Args:
         env: An env whose observation is the whole conversation (a sequence of chat messages)
@@ -182,6 +185,10 @@ class TokenObservation(gym.Wrapper):
             self.render_seconds += time.perf_counter() - start - (self.env_seconds - inner)
 
     def _reset_tokens(self, *, seed: int | None, options: dict[str, Any] | None):
+        prompt_ids = None
+        if options and "prompt_ids" in options:  # this wrapper's option: the env never sees it
+            options = dict(options)
+            prompt_ids = self._prompt_ids(options.pop("prompt_ids"))
         start = time.perf_counter()
         conversation, info = self.env.reset(seed=seed, options=options)
         self.env_seconds += time.perf_counter() - start
@@ -201,10 +208,30 @@ class TokenObservation(gym.Wrapper):
         self._rendered = self._renderer.check(self._view, self._view_tools, True)
         self._chat = []
         self._anchor()
-        self._append((self._encode_raw(self._rendered), False))
+        self._append((self._encode_raw(self._rendered) if prompt_ids is None else prompt_ids.tobytes(), False))
         if self.on_template_break == "new_sample":
             self._samples = SampleSplitter([self._plain(m) for m in self._conversation], self._rendered)
         return self._ids(), info
+
+    def _prompt_ids(self, ids: Any) -> np.ndarray | None:
+        """The ``prompt_ids`` reset option as int32 ids (None: render the conversation), checked.
+
+        A branch of an episode (``options={"state": s, "prompt_ids": ids}``) continues the exact
+        context its source episode's policy saw at that turn: its sampled ids verbatim, which a
+        BPE tokenizer need not give back when the template's rendering is encoded again.
+
+        Raises:
+            ValueError: Not a non-empty 1-D array of token ids, or with ``on_template_break="new_sample"``
+                (whose samples start with the template's rendering).
+        """
+        if ids is None:
+            return None
+        if self.on_template_break == "new_sample":
+            raise ValueError('the prompt_ids reset option needs on_template_break="raise": a new sample starts with the rendering')
+        array = np.asarray(ids)
+        if array.ndim != 1 or array.size == 0 or array.dtype.kind not in "iu" or array.min() < 0 or array.max() >= self.vocab_size:
+            raise ValueError(f"expected prompt_ids as a non-empty 1-D array of token ids below {self.vocab_size}, got {array!r:.80}")
+        return array.astype(np.int32)
 
     def _step_tokens(self, action: Any):
         if self._done:

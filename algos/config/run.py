@@ -32,6 +32,7 @@ Template = Literal["auto", "model", "compact"]
 TemplateBreak = Literal["raise", "new_sample"]
 VectorMode = Literal["sync", "async", "ray"]
 DataParallel = Literal["ddp", "fsdp"]
+BranchSource = Literal["rollouts", "demonstrator"]
 TinyVocab = Literal["bytes", "bpe"]
 Tracker = Literal["tensorboard", "wandb", "trackio"]
 
@@ -264,6 +265,21 @@ class TrainConfig:
     sft_lr: float | None = option(None, "Learning rate of the warm start (``None``: ``10 * grpo.lr``).")
     sft_batch_size: int = option(16, "Demonstration episodes per step of the warm start.")
     sft_oracle_kwargs: dict[str, Any] | None = option(None, _ORACLE_KWARGS)
+    branch_groups: int = option(
+        0,
+        "Branched groups trained per step besides the ``prompts_per_step`` ordinary ones (0: none): each plays "
+        "``grpo.group_size`` continuations of one saved env state, so a turn is scored by what it did "
+        "(:mod:`textgym.algos.rollouts.branches`, docs/trainers.md).",
+    )
+    branch_turns: int = option(
+        1, "Policy turns a branch plays from its start state (0: to the end); it is scored by the env's rewards over them."
+    )
+    branch_source: BranchSource = option(
+        "rollouts",
+        "Where branches start: ``rollouts``, states saved before the turns of the step's own episodes (groups "
+        "whose episodes disagreed first); ``demonstrator``, the env's oracle episodes (with ``sft_oracle_kwargs``) "
+        "at a random turn, a start-state curriculum.",
+    )
     seed: int = option(
         0, "Root of the run's seed tree: the tiny init, training tasks, demonstrations and sampling (copied into ``grpo.seed``)."
     )
@@ -308,8 +324,13 @@ class TrainConfig:
         )
         _check_tiny_layers(self)
         _check_data_parallel(self)
-        if self.log_rollouts_every < 0 or self.sft_steps < 0:
-            raise ValueError(f"log_rollouts_every and sft_steps must be >= 0, got {self.log_rollouts_every}, {self.sft_steps}")
+        if min(self.log_rollouts_every, self.sft_steps, self.branch_groups, self.branch_turns) < 0:
+            raise ValueError(
+                "log_rollouts_every, sft_steps, branch_groups and branch_turns must be >= 0, got "
+                f"{self.log_rollouts_every}, {self.sft_steps}, {self.branch_groups}, {self.branch_turns}"
+            )
+        if self.branch_groups and self.env_url:
+            raise ValueError("branch_groups needs in-process envs (a branch restores a saved state): drop --env-url or --branch-groups")
         if self.mesh is not None:
             parse_mesh(self.mesh)
             if self.backend != "jax":

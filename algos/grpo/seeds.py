@@ -18,12 +18,13 @@ same tasks and their results compare.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
-Phase = Literal["train_tasks", "train_sampler", "eval_sampler", "sft_tasks", "sft_order", "lora_init"]
-PHASES: tuple[str, ...] = ("train_tasks", "train_sampler", "eval_sampler", "sft_tasks", "sft_order", "lora_init")
+Phase = Literal["train_tasks", "train_sampler", "eval_sampler", "sft_tasks", "sft_order", "lora_init", "branch_starts", "branch_sampler"]
+# New phases go last: a phase's index is part of its seeds.
+PHASES: tuple[str, ...] = get_args(Phase)
 
 TASK_SEEDS = 500_000
 """Training task seeds lie in ``[0, TASK_SEEDS)``, demonstration seeds in ``[SFT_SEED_OFFSET, +TASK_SEEDS)``."""

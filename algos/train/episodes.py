@@ -8,6 +8,7 @@ task; what they played is gathered in rank order, so every process sees the same
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ from textgym.algos.config import TrainConfig
 from textgym.algos.distributed import processes
 from textgym.algos.grpo import SeedTree
 from textgym.algos.grpo.seeds import eval_seeds
-from textgym.algos.rollouts import seeded, token_envs
+from textgym.algos.rollouts import branches, seeded, token_envs
 from textgym.algos.train.report import env_name
 
 
@@ -75,18 +76,19 @@ class Episodes:
             venv.close()
 
 
-def prompt_shares(config: TrainConfig) -> list[int]:
-    """Prompts per env of each step: ``env_weights`` (equal by default) times ``prompts_per_step``,
-    rounded by largest remainder so that they add up.
+def prompt_shares(config: TrainConfig, total: int | None = None) -> list[int]:
+    """Prompts per env of each step: ``env_weights`` (equal by default) times ``total``
+    (``prompts_per_step`` by default), rounded by largest remainder so that they add up.
 
     Example:
         >>> prompt_shares(TrainConfig(env=("a", "b", "c"), env_weights=(2, 1, 1), prompts_per_step=6))
         [3, 2, 1]
     """
     weights = np.asarray(config.env_weights or [1.0] * len(config.envs), dtype=np.float64)
-    exact = config.prompts_per_step * weights / weights.sum()
+    total = config.prompts_per_step if total is None else total
+    exact = total * weights / weights.sum()
     counts = np.floor(exact).astype(int)
-    for i in np.argsort(-(exact - counts), kind="stable")[: config.prompts_per_step - counts.sum()]:
+    for i in np.argsort(-(exact - counts), kind="stable")[: total - counts.sum()]:
         counts[i] += 1
     return counts.tolist()
 
@@ -112,8 +114,9 @@ def per_env(config: TrainConfig, results: list[dict[str, float]], prefix: str) -
 
 def collect_step(config: TrainConfig, model: Any, venvs: dict[str, Any], step: int) -> tuple[list[Any], dict[str, float]]:
     """Step ``step``'s groups sampled by ``model``, shared among a mixture's envs by
-    :func:`prompt_shares` (every process's, in order), and this process's ``time/sampling``,
-    ``time/env`` and ``time/wrapper`` of them (see :func:`token_envs.token_seconds`)."""
+    :func:`prompt_shares` (every process's, in order), then its ``branch_groups`` branched groups
+    (:func:`collect_branches`), and this process's ``time/sampling``, ``time/env`` and
+    ``time/wrapper`` of them (see :func:`token_envs.token_seconds`), with ``branch/*``."""
     from textgym.rollout import collect
 
     grpo = config.grpo
@@ -122,6 +125,7 @@ def collect_step(config: TrainConfig, model: Any, venvs: dict[str, Any], step: i
     mine = processes.my_block(config.prompts_per_step)  # this process's groups (all of them in one process)
     local: list[Any] = []
     seconds = {"time/sampling": 0.0, "time/env": 0.0, "time/wrapper": 0.0}
+    keep_states = bool(config.branch_groups) and config.branch_source == "rollouts"  # where branches start
     first = 0
     for row, ((env, venv), share) in enumerate(zip(venvs.items(), prompt_shares(config))):
         groups = [g for g in range(first, first + share) if g in mine]
@@ -140,12 +144,67 @@ def collect_step(config: TrainConfig, model: Any, venvs: dict[str, Any], step: i
             top_p=grpo.top_p,
         )
         clock = token_envs.token_clock(venv)
-        got = collect(venv, actor, seeds=[seeds[g] for g in groups], group_size=grpo.group_size, env_id=env)
+        got = collect(venv, actor, seeds=[seeds[g] for g in groups], group_size=grpo.group_size, env_id=env, keep_states=keep_states)
         for key, value in token_envs.token_seconds(clock, token_envs.token_clock(venv)).items():
             seconds[key] += value
         seconds["time/sampling"] += actor.seconds
         local += [dataclasses.replace(r, group=r.group + groups[0]) for r in got]
-    return processes.gather(local), seconds  # every group of the step, in order, on every process
+    rollouts = processes.gather(local)  # every group of the step, in order, on every process
+    if not config.branch_groups:
+        return rollouts, seconds
+    branches, metrics = collect_branches(config, model, venvs, step, rollouts)
+    rollouts = [dataclasses.replace(r, turn_states=None) for r in rollouts]  # chosen from: no longer needed
+    return rollouts + branches, metrics | {key: seconds[key] + metrics[key] for key in seconds}
+
+
+def collect_branches(
+    config: TrainConfig, model: Any, venvs: dict[str, Any], step: int, rollouts: list[Any]
+) -> tuple[list[Any], dict[str, float]]:
+    """Step ``step``'s ``config.branch_groups`` branched groups (every process's, in order), their
+    ``branch/*`` metrics and this process's ``time/sampling``, ``time/env`` and ``time/wrapper`` of them.
+
+    Every process chooses the same starts (from the step's gathered ``rollouts``, or from the
+    demonstrator, a mixture's shared by :func:`prompt_shares`) and plays a contiguous block of
+    them. Group ``prompts_per_step + i`` is start ``i``, so no branched group shares an id with an
+    ordinary one.
+    """
+    started = time.perf_counter()
+    grpo, tree = config.grpo, SeedTree(config.grpo.seed)
+    if config.branch_source == "rollouts":
+        starts = branches.rollout_starts(rollouts, config.branch_groups, tree.rng("branch_starts", step))
+    else:
+        oracle = config.sft_config()  # the warm start's demonstrator
+        starts = [
+            start
+            for env, n in zip(config.envs, prompt_shares(config, config.branch_groups))
+            for start in branches.demonstrator_starts(env, config.kwargs_of(env), oracle.oracle_kwargs_of(env), n, tree, step)
+        ]
+    world, rank = processes.world_size(), processes.rank()
+    mine = np.array_split(np.arange(len(starts)), world)[rank].tolist()
+    local: list[Any] = []
+    seconds = {"time/sampling": 0.0, "time/env": 0.0, "time/wrapper": 0.0}
+    for row, (env, venv) in enumerate(venvs.items()):
+        chosen = [i for i in mine if starts[i].env_id == env]
+        if not chosen:
+            continue
+        actor = seeded.SeededModelPolicy(
+            model,
+            tree,
+            "branch_sampler",
+            step,
+            row=row * world + rank,
+            max_new_tokens=grpo.max_new_tokens,
+            temperature=grpo.temperature,
+            top_p=grpo.top_p,
+        )
+        clock = token_envs.token_clock(venv)
+        played = branches.play_branches(venv, actor, [starts[i] for i in chosen], grpo.group_size, config.branch_turns)
+        for key, value in token_envs.token_seconds(clock, token_envs.token_clock(venv)).items():
+            seconds[key] += value
+        seconds["time/sampling"] += actor.seconds
+        local += [dataclasses.replace(r, group=config.prompts_per_step + chosen[r.group]) for r in played]
+    played = sorted(processes.gather(local), key=lambda r: r.group)  # stable: a group's episodes keep their order
+    return played, branches.branch_metrics(played, time.perf_counter() - started) | seconds
 
 
 def evaluate_shares(model: Any, venv: Any, seeds: list[int], **kwargs: Any) -> dict[str, float]:

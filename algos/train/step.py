@@ -48,8 +48,9 @@ def grpo_step(
     if processes.is_writer() and config.log_rollouts_every and (step == 0 or (step + 1) % config.log_rollouts_every == 0):
         advantages, turn_advantages = logged_advantages(grpo, rollouts, update)
         write_step_rollouts(Path(config.output_dir), step + 1, rollouts, advantages, version, turn_advantages)
-    by_env = [[r for r in rollouts if r.env_id == env] for env in venvs]
-    record = {"step": step + 1} | train_stats(rollouts)
+    episodes = [r for r in rollouts if r.branch is None]  # train/* and train/end/*: whole episodes, as without branches
+    by_env = [[r for r in episodes if r.env_id == env] for env in venvs]
+    record = {"step": step + 1} | train_stats(episodes)
     if len(venvs) > 1:
         record |= {
             f"train/{env_name(env)}/{k.removeprefix('train/')}": v
@@ -69,7 +70,7 @@ def grpo_step(
             "stats/zero_std_groups": float(update.zero_std),
             **sampled_tokens(rollouts),
             **packed_tokens(update.kept if update.metrics else []),
-            **end_fractions(rollouts),
+            **end_fractions(episodes),
             **(update.advantages.anchors.metrics() if update.advantages is not None and update.advantages.anchors is not None else {}),
             **update.metrics,
         }
