@@ -47,7 +47,8 @@ class AsciiFirstEnv(TextEnv):
         return Task(f"ascii-{n}", {"n": n}, "x")
 
     def task_from_dict(self, d):
-        return Task(f"ascii-{d['n']}", {"n": int(d["n"])}, "x")
+        data = d["data"] if Task.is_record(d) else d  # a saved state's task record, or a pinned task's data
+        return Task(f"ascii-{data['n']}", {"n": int(data["n"])}, "x")
 
     def begin(self, task):
         return [M.user(f"Task {task.data['n']}: reply with a letter.")]
