@@ -175,3 +175,24 @@ def test_cut_says_whether_max_chars_cut_the_action():
     assert parse_turn({"role": "assistant", "content": "x" * 31, "tool_calls": calls}, max_chars=30).cut
     assert not parse_turn(dict_action({"a": 1}), max_chars=1000).cut
     assert not parse_turn("<tool_call>{oops}</tool_call>", max_chars=1000).cut  # an error, not a cut
+
+
+def test_deep_nesting_is_refused_whatever_the_recursion_limit():
+    # The decoder's own limit is the interpreter's recursion limit, which an imported library may
+    # raise; the parser's bound must not move with it.
+    import sys
+
+    from textgym.parsing import MAX_JSON_DEPTH, decode_json, parse_turn
+
+    limit = sys.getrecursionlimit()
+    deep = '<tool_call>{"name": "place", "arguments": ' + '{"a": ' * 30_000 + "</tool_call>"
+    sys.setrecursionlimit(100_000)
+    try:
+        turn = parse_turn(deep, call_id_prefix="c", max_chars=32_768, tools=True)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert any("nested too deeply" in e for e in turn.errors)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        decode_json("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1))
+    assert decode_json("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH) is not None
+    assert decode_json('["\\"' + "[" * 600 + '"]') == ['"' + "[" * 600]  # brackets in strings do not count

@@ -243,12 +243,47 @@ def arguments_dict(args: Any, name: str) -> dict[str, Any]:
     return args
 
 
+_NESTED = "arrays or objects nested too deeply"
+MAX_JSON_DEPTH = 512
+"""Arrays and objects nested deeper than this are refused before decoding. The decoder's own
+limit is the interpreter's recursion limit, which any imported library may raise."""
+_BRACKETS = re.compile(r'[\[\]{}"\\]')
+
+
+def _too_deep(text: str, start: int = 0) -> bool:
+    """Whether the JSON at ``text[start:]`` opens more than :data:`MAX_JSON_DEPTH` arrays or
+    objects at once (brackets inside strings do not count)."""
+    if text.count("[", start) + text.count("{", start) <= MAX_JSON_DEPTH:
+        return False
+    depth, in_string, escaped = 0, False, -1  # escaped: the index a backslash escapes
+    for match in _BRACKETS.finditer(text, start):
+        i, ch = match.start(), match.group()
+        if i == escaped:
+            continue
+        if in_string:
+            if ch == "\\":
+                escaped = i + 1
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
+
+
 def decode_json(text: str) -> Any:
     """``json.loads`` whose every failure is a ValueError with a short reason.
 
     The decoder also raises RecursionError (deep nesting) and a bare ValueError (an integer past
     Python's digit limit) on hostile text; callers that report errors catch ValueError alone.
     """
+    if _too_deep(text):
+        raise ValueError(_NESTED)
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -260,7 +295,7 @@ def _json_failure(exc: Exception, offset: int) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.msg} at char {exc.pos - offset}"
     if isinstance(exc, RecursionError):
-        return "arrays or objects nested too deeply"
+        return _NESTED
     return "a number with too many digits"
 
 
@@ -312,6 +347,10 @@ def _tool_calls_from_text(text: str, prefix: str) -> tuple[list[ToolCall], list[
         body = start + len(TOOL_OPEN)
         if text[body : body + 1] != "{":  # whitespace first, or no JSON object at all
             body = _SPACE.match(text, body).end()
+        if _too_deep(text, body):
+            errors.append(f"tool call {index}: invalid JSON ({_NESTED})")
+            start = _next_open(text, body)
+            continue
         try:
             obj, end = _scan(text, body)
         except StopIteration as exc:  # what raw_decode would raise, without its extra frame

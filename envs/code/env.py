@@ -172,7 +172,11 @@ class CodeEnv(TextEnv):
     `random` module is its own, seeded with 0 at each run, so the plan and every real run draw the
     same numbers. A call that was not planned (its argument is an earlier answer) makes that check
     run again with every call live, in one session of the program, the check's process asking for
-    one call at a time: a plan can cost time, never a verdict. A check that fails in its own process
+    one call at a time: a plan can cost time, never a verdict. One verification's plans, judging
+    and live calls share one check process, forked for that verification alone (so a check that
+    changes its process changes nothing for the next verification) from a worker that loaded the
+    check program and warmed it before forking; it stays open through the submission's run, so its
+    time limit is three times the submission's. A check that fails in its own process
     (it loops past the time limit, or eats the memory) fails its test. All 164 HumanEval canonical
     solutions pass, none with a live call.
 

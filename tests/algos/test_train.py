@@ -484,7 +484,10 @@ def test_turn_level_advantages_train_and_are_logged_per_turn(model_dir, tmp_path
     grpo = GRPOConfig(
         group_size=4, lr=3e-3, max_new_tokens=3, max_length=128, micro_batch_size=4, seed=0, advantage="turn", turn_discount=0.0
     )
-    train_module.train(config(model_dir, tmp_path / "run", env=SECOND_TURN_ID, steps=1, prompts_per_step=4, eval_every=10, grpo=grpo))
+    # Seed 1: a step whose groups disagree at the second turn (at seed 0 every group's episodes agree).
+    train_module.train(
+        config(model_dir, tmp_path / "run", env=SECOND_TURN_ID, steps=1, prompts_per_step=4, eval_every=10, grpo=grpo, seed=1)
+    )
     lines = [json.loads(line) for line in (tmp_path / "run" / "rollouts" / "step_000001.jsonl").open()]
     check = jsonschema.Draft202012Validator(rollout_schema())
     assert all(not list(check.iter_errors(r)) for r in lines)
