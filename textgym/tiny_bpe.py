@@ -56,9 +56,8 @@ def _episodes(env_id: str, kwargs: dict[str, Any], oracle: dict[str, Any], seeds
 def corpus(episodes: int = 64) -> Iterator[str]:
     """Rendered oracle episodes of every env in the shapes the presets train on."""
     import textgym  # noqa: F401  (registers the ids)
-    from textgym.tokenizer import CHAT_TEMPLATE, tiny_tokenizer
+    from textgym.tokenizer import COMPACT_CHAT_TEMPLATE, tiny_tokenizer
 
-    compact = CHAT_TEMPLATE[CHAT_TEMPLATE.index("{%- for message in messages %}") :]
     tok = tiny_tokenizer()
     sources = [
         ("textgym/Sudoku-v0", {"size": 4, "blanks": 3, "max_turns": 8, "board": "compact"}, {"place": 1, "noise": 0.5}),
@@ -71,7 +70,7 @@ def corpus(episodes: int = 64) -> Iterator[str]:
     ]
     for env_id, kwargs, oracle in sources:
         for messages in _episodes(env_id, kwargs, oracle, range(episodes)):
-            yield tok.apply_chat_template(messages, chat_template=compact, tokenize=False)
+            yield tok.apply_chat_template(messages, chat_template=COMPACT_CHAT_TEMPLATE, tokenize=False)
 
 
 def train(texts: Iterator[str], vocab_size: int = VOCAB_SIZE) -> Any:

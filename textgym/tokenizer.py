@@ -84,6 +84,10 @@ CHAT_TEMPLATE = (
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
 
+COMPACT_CHAT_TEMPLATE = CHAT_TEMPLATE[CHAT_TEMPLATE.index("{%- for message in messages %}") :]
+"""The template without its system turn and tool list (the ``tiny`` model's ``compact`` choice):
+a tiny model learns from demonstrations, not from reading rules. Later turns render as in the full one."""
+
 
 def byte_alphabet() -> list[str]:
     """The 256 printable stand-ins of byte-level BPE, listed in byte order (id == byte value)."""

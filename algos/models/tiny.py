@@ -35,9 +35,9 @@ def compact_chat_template() -> str:
     rules and tool schemas are most of a prompt (a 4x4 Sudoku prompt is ~2,200 byte tokens with
     them and ~110 without). Every later turn renders exactly as in the full template.
     """
-    from textgym.tokenizer import CHAT_TEMPLATE
+    from textgym.tokenizer import COMPACT_CHAT_TEMPLATE
 
-    return CHAT_TEMPLATE[CHAT_TEMPLATE.index("{%- for message in messages %}") :]
+    return COMPACT_CHAT_TEMPLATE
 
 
 @dataclass(frozen=True, kw_only=True)
