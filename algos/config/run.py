@@ -34,6 +34,7 @@ VectorMode = Literal["sync", "async", "ray"]
 DataParallel = Literal["ddp", "fsdp"]
 BranchSource = Literal["rollouts", "demonstrator"]
 TinyVocab = Literal["bytes", "bpe"]
+SFTTurns = Literal["all", "rewarded"]
 Tracker = Literal["tensorboard", "wandb", "trackio"]
 
 # Fields that SFTConfig and TrainConfig share mean the same thing: one text each.
@@ -84,6 +85,12 @@ _DATA_PARALLEL = (
     "shards them over the processes, while each keeps the whole weights it samples with. The same steps and "
     "checkpoints either way; ignored with one process. The JAX backend shards with ``mesh`` instead (docs/scaling.md)."
 )
+_SFT_TURNS = (
+    "Which demonstration turns the warm start trains on: ``all``; ``rewarded``, only the turns whose env step paid a "
+    "positive reward (``Rollout.turn_rewards``), the others kept as context. With a dense reward (Sudoku's "
+    '``reward="dense"``) a noisy demonstrator\'s rejected moves then show the model a rejection and its recovery '
+    "without teaching it to guess."
+)
 _TRAINABLE = "Train only the top this many decoder layers (see ``GRPOConfig.trainable_layers``; ``None``: every parameter)."
 
 
@@ -126,6 +133,7 @@ class SFTConfig:
         **warm_start("sft_demos"),
     )
     oracle_kwargs: dict[str, Any] | None = option(None, _ORACLE_KWARGS, **warm_start("sft_oracle_kwargs"))
+    turns: SFTTurns = option("all", _SFT_TURNS, **warm_start("sft_turns"))
     batch_size: int = option(16, "Demonstration episodes per step.", **warm_start("sft_batch_size"))
     lr: float = option(1e-4, "Peak AdamW learning rate (linear warm-up over the first 10% of steps, cosine decay).", **warm_start("sft_lr"))
     max_length: int = option(1024, "Longest packed sequence in tokens.", **warm_start("grpo.max_length"))
@@ -265,6 +273,7 @@ class TrainConfig:
     sft_lr: float | None = option(None, "Learning rate of the warm start (``None``: ``10 * grpo.lr``).")
     sft_batch_size: int = option(16, "Demonstration episodes per step of the warm start.")
     sft_oracle_kwargs: dict[str, Any] | None = option(None, _ORACLE_KWARGS)
+    sft_turns: SFTTurns = option("all", _SFT_TURNS)
     branch_groups: int = option(
         0,
         "Branched groups trained per step besides the ``prompts_per_step`` ordinary ones (0: none): each plays "

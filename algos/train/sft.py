@@ -55,6 +55,7 @@ def demonstrations(
     num_envs: int,
     oracle_kwargs: dict[str, Any] | None = None,
     on_template_break: str = "raise",
+    turns: str = "all",
 ) -> list[Rollout]:
     """Oracle episodes as token rollouts, with each turn's closing end-of-turn token trained too.
 
@@ -62,7 +63,8 @@ def demonstrations(
     template then closes the turn with its end-of-turn token (``<|im_end|>``). A model must learn
     to emit that token to stop, so it is added to the loss mask. Every episode is kept, solved
     or not: a correct oracle solves them all, and a noisy demonstrator (Sudoku's
-    ``oracle_kwargs={"noise": p}``) is imitated as it is, mistakes included.
+    ``oracle_kwargs={"noise": p}``) is imitated as it is, mistakes included, unless
+    ``turns="rewarded"`` keeps only the turns whose env step paid a positive reward in the loss.
     """
     from textgym.policies.oracle import OraclePolicy
     from textgym.rollout import collect
@@ -78,6 +80,10 @@ def demonstrations(
         for _, end in r.turn_spans or ():
             if end < len(r.token_ids) and int(r.token_ids[end]) in eos:
                 r.loss_mask[end] = 1
+        if turns == "rewarded":
+            for (start, end), reward in zip(r.turn_spans or (), r.turn_rewards or ()):
+                if reward <= 0:
+                    r.loss_mask[start : end + 1] = 0
     return [policy_prefix(r) for r in rollouts]
 
 
@@ -96,7 +102,15 @@ def warm_start_demonstrations(config: SFTConfig, tokenizer: Any, template: str |
     for i, env in enumerate(config.envs):
         share = seeds[i :: len(config.envs)]
         mine = demonstrations(
-            env, config.kwargs_of(env), tokenizer, template, share, config.num_envs, config.oracle_kwargs_of(env), config.on_template_break
+            env,
+            config.kwargs_of(env),
+            tokenizer,
+            template,
+            share,
+            config.num_envs,
+            config.oracle_kwargs_of(env),
+            config.on_template_break,
+            config.turns,
         )
         if not any(r.success for r in mine):
             raise WarmStartError(

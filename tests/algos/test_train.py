@@ -293,6 +293,31 @@ def test_noisy_demonstrations_are_imitated_mistakes_included(model_dir):
     assert 0 < sum(d.success for d in demos) < 40
 
 
+def test_rewarded_turns_train_only_the_moves_the_env_paid_for(model_dir):
+    """``turns="rewarded"``: a noisy demonstrator's rejected moves stay as context, out of the loss."""
+    from textgym.algos.models import load_tokenizer
+    from textgym.algos.train.sft import demonstrations
+
+    tokenizer = load_tokenizer(model_dir)
+    kwargs = {"size": 4, "blanks": 3, "max_turns": 4, "board": "compact", "reward": "dense"}
+    args = (tokenizer, tiny.compact_chat_template(), range(12), 4, {"place": 1, "noise": 0.5})
+    every = demonstrations("textgym/Sudoku-v0", kwargs, *args)
+    rewarded = demonstrations("textgym/Sudoku-v0", kwargs, *args, turns="rewarded")
+    rejected = 0
+    for a, b in zip(every, rewarded, strict=True):
+        # The same episodes, cut after their last trained token: only the loss mask differs.
+        assert np.array_equal(a.token_ids[: len(b.token_ids)], b.token_ids)
+        for (start, end), reward in zip(a.turn_spans, a.turn_rewards, strict=True):
+            turn = slice(start, end + 1)
+            assert a.loss_mask[turn].sum() > 0
+            if reward > 0:
+                assert np.array_equal(b.loss_mask[turn], a.loss_mask[turn])
+            else:
+                rejected += 1
+                assert b.loss_mask[turn].sum() == 0
+    assert rejected > 0  # the demonstrator did guess wrong
+
+
 def test_cli_arguments_build_the_config():
     parser = argparse.ArgumentParser()
     command.add_train_arguments(parser)
