@@ -2,11 +2,18 @@
 
 A preset is a whole :class:`~textgym.algos.config.TrainConfig`, its env, model and GRPO settings
 included, so it is checked like any config when this module is imported; ``textgym sft`` runs its
-warm start (:meth:`~textgym.algos.config.TrainConfig.sft_config`). :func:`train_config` and
-:func:`sft_config` are the one place a preset is applied: a command line starts from the preset it
-names with ``--preset``, else from the preset made for its env and model, if there is one, else from
-the dataclasses' defaults, and the flags it was given go on top. To add a preset, write one more
+warm start (:meth:`~textgym.algos.config.TrainConfig.sft_config`). To add a preset, write one more
 ``TrainConfig(preset="name", ...)`` and list it in :data:`PRESETS`.
+
+This module is also the one path from a command line to its config. :func:`train_config` and
+:func:`sft_config` merge, in one place, three layers: the dataclasses' defaults, under the preset
+the command line names with ``--preset`` (else the one made for its env and model, if there is
+one), under the flags it was given (only those: :func:`textgym.algos.config.flags.given`). Then
+they resolve the result once (:meth:`~textgym.algos.config.TrainConfig.resolved`: ``output_dir``,
+``sft_lr``, ``grpo.seed``, ``grpo.total_steps``). ``--lr 1e-4`` thus goes from argparse to
+``flags.given`` to :func:`train_config`, and the config it returns is the one the run reads, the
+one ``--print-config`` prints and the one ``config.json`` records; ``train()`` and ``sft()``
+resolve only a config built in Python, and a resolved config resolves to itself.
 
 The numbers come from the runs recorded in docs/benchmarks.md ("Sudoku 4x4 with the tiny model
 (the README run)", "Code-v0 with two attempts: code-tiny", "Workplace-v0 in two turns: workplace-tiny") and
@@ -309,8 +316,8 @@ def preset_for(env: str | tuple[str, ...], model: str) -> TrainConfig | None:
 
 
 def train_config(run: Mapping[str, Any], grpo: Mapping[str, Any] | None = None) -> TrainConfig:
-    """The resolved config of a command line: its preset with the ``TrainConfig`` fields of ``run``
-    and the ``GRPOConfig`` fields of ``grpo`` on top.
+    """The resolved config of a command line: the dataclasses' defaults, under its preset, under the
+    ``TrainConfig`` fields of ``run`` and the ``GRPOConfig`` fields of ``grpo``, resolved once.
 
     The preset is the one ``run["preset"]`` names, else :func:`preset_for` the run's env and model,
     else none (the dataclasses' defaults). A mixture started from one env's preset gives each env
@@ -334,13 +341,15 @@ def train_config(run: Mapping[str, Any], grpo: Mapping[str, Any] | None = None) 
 
 
 def sft_config(run: Mapping[str, Any]) -> SFTConfig:
-    """The resolved config of ``textgym sft``: its preset's warm start (see :func:`train_config`) with
-    the ``SFTConfig`` fields of ``run`` on top."""
+    """The resolved config of ``textgym sft``: the dataclass's defaults, under its preset's warm start
+    (see :func:`train_config`), under the ``SFTConfig`` fields of ``run``, resolved once."""
     run = _one_or_many(run)
     start = _start(run, SFTConfig)
     if start is None:
-        return SFTConfig(**run).resolved()
-    return dataclasses.replace(start.sft_config(), **({"output_dir": None} | _lora_in_place_of_freezing(run))).resolved()
+        config = SFTConfig(**run)
+    else:  # output_dir unset: a standalone warm start writes to its own default, not under the preset's GRPO run
+        config = dataclasses.replace(start.sft_config(), **({"output_dir": None} | _lora_in_place_of_freezing(run)))
+    return config.resolved()
 
 
 def _lora_in_place_of_freezing(fields: Mapping[str, Any]) -> dict[str, Any]:

@@ -192,7 +192,8 @@ class SFTConfig:
         )
 
     def resolved(self) -> SFTConfig:
-        """The config a run uses: ``output_dir`` filled in."""
+        """The config a run uses: ``output_dir`` filled in. A resolved config resolves to itself
+        (see :meth:`TrainConfig.resolved`)."""
         if self.output_dir is not None:
             return self
         return dataclasses.replace(self, output_dir=default_output_dir(self.env, f"sft-{self.backend}"))
@@ -373,8 +374,16 @@ class TrainConfig:
 
     def resolved(self) -> TrainConfig:
         """The config a run uses: ``output_dir`` and ``sft_lr`` filled in, ``grpo.seed`` set to ``seed``
-        and ``grpo.total_steps`` (the schedule's horizon) to ``steps * grpo.num_iterations`` when unset."""
+        and ``grpo.total_steps`` (the schedule's horizon) to ``steps * grpo.num_iterations`` when unset.
+
+        The one resolution of a run's settings. The command line's config comes resolved from
+        :func:`textgym.algos.config.presets.train_config`; ``train()`` resolves one built in Python
+        when it starts. A resolved config resolves to itself (the same object), so nothing that
+        reads a setting afterwards has to ask whether it was filled in.
+        """
         grpo = self.grpo
+        if None not in (self.output_dir, self.sft_lr, grpo.total_steps) and grpo.seed == self.seed:
+            return self
         total = grpo.total_steps if grpo.total_steps is not None else self.steps * grpo.num_iterations
         return dataclasses.replace(
             self,

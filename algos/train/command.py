@@ -1,6 +1,7 @@
 """The commands ``textgym train`` and ``textgym sft``: flags generated from the configs
-(:mod:`textgym.algos.config.flags`), one merge of flags and presets into the config
-(:mod:`textgym.algos.config.presets`), then the run, here or as ``--nproc`` processes."""
+(:mod:`textgym.algos.config.flags`), one merge of the flags given and the preset into the resolved
+config (:mod:`textgym.algos.config.presets`), then the run of that config, here or as ``--nproc``
+processes."""
 
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ def _run_in_processes(config: TrainConfig | SFTConfig, args: argparse.Namespace,
 
 
 def check_before_launch(config: TrainConfig, nproc: int) -> None:
-    """What every one of ``nproc`` processes would refuse, said once before they start."""
+    """What every one of ``nproc`` processes would refuse about the resolved ``config``, said once
+    before they start."""
     if config.prompts_per_step % nproc:
         raise ValueError(
             f"prompts_per_step ({config.prompts_per_step}) must be a multiple of the number of processes "
@@ -70,7 +72,7 @@ def check_before_launch(config: TrainConfig, nproc: int) -> None:
         )
     ahead.check_processes(config.grpo.max_off_policy_steps, nproc)
     check_env_ids(config.envs)
-    out = Path(config.resolved().output_dir)
+    out = Path(config.output_dir)
     claim_run_dir(out)  # a directory of the user's own files: refused, and left as it is
     if Path(config.model).is_dir():
         check_model_dir(config.model)

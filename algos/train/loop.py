@@ -97,7 +97,8 @@ def train(config: TrainConfig) -> dict[str, Any]:
 def join_run(config: TrainConfig) -> TrainConfig:
     """The resolved config of this process, after the checks that stop a run before anything is
     built (unknown envs, dead servers, a world size that does not split the groups or that
-    asynchronous GRPO cannot run on)."""
+    asynchronous GRPO cannot run on). A config built in Python is resolved here, the one time;
+    the command line's comes resolved and stays the same object."""
     config = config.resolved()
     check_env_ids(config.envs)
     check_installed(config.report_to)

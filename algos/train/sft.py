@@ -141,6 +141,8 @@ def sft(config: SFTConfig) -> Path:
     ``final/`` holds the adapter and the merged model in ``final/merged``, which is returned).
 
     A run whose ``final/`` already exists is not repeated (so a resumed ``textgym train`` skips it).
+    A config built in Python is resolved here; one from the command line or from
+    :meth:`~textgym.algos.config.TrainConfig.sft_config` comes resolved.
     """
     config = config.resolved()
     check_env_ids(config.envs)

@@ -74,6 +74,39 @@ def test_a_preset_alone_names_its_env_and_model_and_equals_the_implicit_choice()
     assert cfg.grpo.total_steps == 14 and cfg.sft_lr == presets.SUDOKU_TINY.sft_lr
 
 
+def test_a_flag_the_preset_also_sets_reaches_the_resolved_config_of_both_commands(capsys):
+    preset = presets.SUDOKU_TINY
+    assert (preset.grpo.lr, preset.sft_lr, preset.sft_steps) == (3e-4, 3e-3, 1600)  # what the flags below override
+    cfg = train_args("--preset", "sudoku-tiny", "--lr", "1e-5", "--sft-lr", "2e-4", "--seed", "5")
+    assert (cfg.grpo.lr, cfg.sft_lr, cfg.grpo.seed) == (1e-5, 2e-4, 5)
+    assert cfg.sft_config().lr == 2e-4  # the warm start of `textgym train`
+    warm = sft_args("--preset", "sudoku-tiny", "--lr", "1e-5", "--steps", "7")
+    assert (warm.lr, warm.steps, warm.optimizer.total_steps) == (1e-5, 7, 7)
+    # What --print-config prints is that config, for both commands.
+    assert main(["train", "--preset", "sudoku-tiny", "--lr", "1e-5", "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert (printed["grpo"]["lr"], printed["sft_lr"]) == (1e-5, preset.sft_lr)
+    assert main(["sft", "--preset", "sudoku-tiny", "--lr", "1e-5", "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["lr"] == 1e-5
+
+
+def test_resolving_is_done_once_and_a_resolved_config_resolves_to_itself():
+    from textgym.algos.train.loop import join_run
+
+    for preset in presets.PRESETS.values():
+        once = preset.resolved()
+        assert once != preset and once.resolved() is once
+        warm = once.sft_config()
+        assert warm.resolved() is warm and preset.sft_config() == warm
+    for config in (train_args("--preset", "sudoku-tiny", "--lr", "1e-5"), sft_args("--env", SUDOKU, "--lr", "1e-5")):
+        assert config.resolved() is config
+    # train() runs the command line's config as it is, and resolves a config built in Python.
+    cfg = train_args("--env", SUDOKU, "--steps", "3")
+    assert join_run(cfg) is cfg
+    built = TrainConfig(env=SUDOKU, steps=3)
+    assert join_run(built) == built.resolved() and built.resolved().grpo.total_steps == 3
+
+
 def test_lora_on_the_command_line_replaces_a_presets_layer_freezing(capsys):
     # sudoku-smollm2 freezes all but the top 8 layers; --lora-rank trains adapters instead, in both commands.
     for config in (
