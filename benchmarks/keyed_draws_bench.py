@@ -10,7 +10,7 @@ themselves (:func:`textgym.draws.call_uniforms` for the call's rows and tokens) 
 the keyed call.
 
     python benchmarks/keyed_draws_bench.py --model tiny --baseline b1cb5bf
-    python benchmarks/keyed_draws_bench.py --model smollm2-135m --baseline b1cb5bf --rounds 3
+    python benchmarks/keyed_draws_bench.py --model smollm2-135m --baseline b1cb5bf --rounds 3 --threads 1
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ def baseline_sampler(revision: str, backend: str) -> Any:
     return module
 
 
-def samplers(backend: str, path: Path, baseline: Any) -> tuple[Callable, Callable]:
+def samplers(backend: str, path: Path, baseline: Any, threads: int | None) -> tuple[Callable, Callable]:
     """``(baseline(prompts, new), keyed(prompts, new, keys))`` on the same float32 weights."""
     from textgym.algos.backends import load_backend
 
-    policy = load_backend(backend).load_model(path)
+    policy = load_backend(backend, threads).load_model(path)
     common = {"top_p": 1.0, "stop_ids": (), "eos_ids": (), "pad_id": policy.pad_id}
     if backend == "torch":
         from textgym.algos.torch import sampler
@@ -73,6 +73,7 @@ def main() -> None:
     parser.add_argument("--prompt-len", type=int, default=64)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="intra-op CPU threads of each backend (default: its own)")
     args = parser.parse_args()
 
     from textgym.algos import models
@@ -83,10 +84,11 @@ def main() -> None:
     prompts = [rng.integers(3, 200, args.prompt_len).astype(np.int32) for _ in range(args.rows)]
     keys = [(int(k), 0) for k in rng.integers(0, 2**62, args.rows)]
     draws_s = statistics.median(_seconds(lambda: call_uniforms(0, keys, args.rows, args.new_tokens)) for _ in range(200))
-    print(f"model {args.model}, {args.rows} rows x {args.prompt_len} prompt tokens, {args.new_tokens} new tokens, {args.rounds} rounds")
+    shape = f"{args.rows} rows x {args.prompt_len} prompt tokens, {args.new_tokens} new tokens"
+    print(f"model {args.model}, {shape}, {args.rounds} rounds, threads {args.threads or 'default'}")
     print(f"keyed draws on the host: {draws_s * 1e3:.3f} ms per call")
     for backend in args.backends:
-        old, new = samplers(backend, path, baseline_sampler(args.baseline, backend))
+        old, new = samplers(backend, path, baseline_sampler(args.baseline, backend), args.threads)
         calls = {"per-call generator": partial(old, prompts, args.new_tokens), "keyed": partial(new, prompts, args.new_tokens, keys)}
         for call in calls.values():
             call()  # JAX compiles; torch warms up
