@@ -41,11 +41,12 @@ def baseline_sampler(revision: str, backend: str) -> Any:
     return module
 
 
-def samplers(backend: str, path: Path, baseline: Any, threads: int | None) -> tuple[Callable, Callable]:
+def samplers(backend: str, path: Path, revision: str, threads: int | None) -> tuple[Callable, Callable]:
     """``(baseline(prompts, new), keyed(prompts, new, keys))`` on the same float32 weights."""
     from textgym.algos.backends import load_backend
 
-    policy = load_backend(backend, threads).load_model(path)
+    policy = load_backend(backend, threads).load_model(path)  # before the baseline imports JAX: its threads are set at import
+    baseline = baseline_sampler(revision, backend)
     common = {"top_p": 1.0, "stop_ids": (), "eos_ids": (), "pad_id": policy.pad_id}
     if backend == "torch":
         from textgym.algos.torch import sampler
@@ -88,7 +89,7 @@ def main() -> None:
     print(f"model {args.model}, {shape}, {args.rounds} rounds, threads {args.threads or 'default'}")
     print(f"keyed draws on the host: {draws_s * 1e3:.3f} ms per call")
     for backend in args.backends:
-        old, new = samplers(backend, path, baseline_sampler(args.baseline, backend), args.threads)
+        old, new = samplers(backend, path, args.baseline, args.threads)
         calls = {"per-call generator": partial(old, prompts, args.new_tokens), "keyed": partial(new, prompts, args.new_tokens, keys)}
         for call in calls.values():
             call()  # JAX compiles; torch warms up
