@@ -60,6 +60,8 @@ def run(env: str, backend: str, k: int, seed: int, args: argparse.Namespace, wor
         command += ["--env-kwargs", args.env_kwargs]
     if args.threads:
         command += ["--threads", str(args.threads)]
+    if args.kl_beta is not None:
+        command += ["--kl-beta", str(args.kl_beta)]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     summary = json.loads((out / "summary.json").read_text())
     records = [json.loads(line) for line in (out / "metrics.jsonl").open()]
@@ -95,6 +97,12 @@ def main() -> None:
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--ks", default="0,1,2")
     parser.add_argument("--threads", type=int, default=None, help="each run's --threads (default: the preset's or the CLI's)")
+    parser.add_argument(
+        "--kl-beta",
+        type=float,
+        default=None,
+        help="each run's --kl-beta; > 0 updates on every step, also when no group's rewards differ (a run without a warm start)",
+    )
     parser.add_argument("--out", default=None, help="append each result as a JSON line here")
     args = parser.parse_args()
     if bool(args.preset) != bool(args.warm_start) or bool(args.preset) == bool(args.env):
