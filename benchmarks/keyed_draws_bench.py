@@ -10,8 +10,9 @@ other jobs of a shared machine change far less than the wall time), their differ
 host CPU time of the keyed draws themselves (:func:`textgym.draws.call_uniforms` for the call's
 rows and tokens) as a fraction of the keyed call's.
 
-    python benchmarks/keyed_draws_bench.py --model tiny --baseline b1cb5bf
-    python benchmarks/keyed_draws_bench.py --model smollm2-135m --baseline b1cb5bf --rounds 3 --threads 1
+    python benchmarks/keyed_draws_bench.py --model tiny --baseline 95185de --threads 1
+    python benchmarks/keyed_draws_bench.py --model smollm2-135m --baseline 95185de --threads 1 --rounds 3 \
+        --rows 4 --prompt-len 32 --new-tokens 16
 """
 
 from __future__ import annotations
