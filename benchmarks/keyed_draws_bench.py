@@ -5,12 +5,14 @@ For each backend, in alternated rounds (the order rotating by round, so a load c
 machine hits both alike; JAX compiles both first), ``--rows`` random prompts of ``--prompt-len``
 tokens sample exactly ``--new-tokens`` each (EOS disabled) at temperature 1, with no context
 cache: the baseline sampler with a seed, the keyed one with one ``(episode key, turn)`` per row.
-Printed: the median wall seconds of each, their difference, and the host time of the keyed draws
-themselves (:func:`textgym.draws.call_uniforms` for the call's rows and tokens) as a fraction of
-the keyed call.
+Printed: the median wall seconds of each and the median CPU seconds of the process (which the
+other jobs of a shared machine change far less than the wall time), their differences, and the
+host CPU time of the keyed draws themselves (:func:`textgym.draws.call_uniforms` for the call's
+rows and tokens) as a fraction of the keyed call's.
 
-    python benchmarks/keyed_draws_bench.py --model tiny --baseline b1cb5bf
-    python benchmarks/keyed_draws_bench.py --model smollm2-135m --baseline b1cb5bf --rounds 3
+    python benchmarks/keyed_draws_bench.py --model tiny --baseline 95185de --threads 1
+    python benchmarks/keyed_draws_bench.py --model smollm2-135m --baseline 95185de --threads 1 --rounds 3 \
+        --rows 4 --prompt-len 32 --new-tokens 16
 """
 
 from __future__ import annotations
@@ -41,11 +43,12 @@ def baseline_sampler(revision: str, backend: str) -> Any:
     return module
 
 
-def samplers(backend: str, path: Path, baseline: Any) -> tuple[Callable, Callable]:
+def samplers(backend: str, path: Path, revision: str, threads: int | None) -> tuple[Callable, Callable]:
     """``(baseline(prompts, new), keyed(prompts, new, keys))`` on the same float32 weights."""
     from textgym.algos.backends import load_backend
 
-    policy = load_backend(backend).load_model(path)
+    policy = load_backend(backend, threads).load_model(path)  # before the baseline imports JAX: its threads are set at import
+    baseline = baseline_sampler(revision, backend)
     common = {"top_p": 1.0, "stop_ids": (), "eos_ids": (), "pad_id": policy.pad_id}
     if backend == "torch":
         from textgym.algos.torch import sampler
@@ -73,6 +76,7 @@ def main() -> None:
     parser.add_argument("--prompt-len", type=int, default=64)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="intra-op CPU threads of each backend (default: its own)")
     args = parser.parse_args()
 
     from textgym.algos import models
@@ -82,30 +86,33 @@ def main() -> None:
     rng = np.random.default_rng(0)
     prompts = [rng.integers(3, 200, args.prompt_len).astype(np.int32) for _ in range(args.rows)]
     keys = [(int(k), 0) for k in rng.integers(0, 2**62, args.rows)]
-    draws_s = statistics.median(_seconds(lambda: call_uniforms(0, keys, args.rows, args.new_tokens)) for _ in range(200))
-    print(f"model {args.model}, {args.rows} rows x {args.prompt_len} prompt tokens, {args.new_tokens} new tokens, {args.rounds} rounds")
-    print(f"keyed draws on the host: {draws_s * 1e3:.3f} ms per call")
+    draws_s = statistics.median(_seconds(lambda: call_uniforms(0, keys, args.rows, args.new_tokens))[1] for _ in range(200))
+    shape = f"{args.rows} rows x {args.prompt_len} prompt tokens, {args.new_tokens} new tokens"
+    print(f"model {args.model}, {shape}, {args.rounds} rounds, threads {args.threads or 'default'}")
+    print(f"keyed draws on the host: {draws_s * 1e3:.3f} ms of CPU per call")
     for backend in args.backends:
-        old, new = samplers(backend, path, baseline_sampler(args.baseline, backend))
+        old, new = samplers(backend, path, args.baseline, args.threads)
         calls = {"per-call generator": partial(old, prompts, args.new_tokens), "keyed": partial(new, prompts, args.new_tokens, keys)}
         for call in calls.values():
             call()  # JAX compiles; torch warms up
-        times: dict[str, list[float]] = {name: [] for name in calls}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in calls}
         for r in range(args.rounds):
             names = list(calls)[r % 2 :] + list(calls)[: r % 2]
             for name in names:
                 times[name].append(_seconds(calls[name]))
-        old_s, new_s = (statistics.median(times[name]) for name in calls)
+        (old_wall, old_cpu), (new_wall, new_cpu) = ([statistics.median(t[i] for t in times[name]) for i in (0, 1)] for name in calls)
         print(
-            f"{backend}: per-call generator {old_s:.3f} s, keyed {new_s:.3f} s ({(new_s - old_s) / old_s:+.1%}); "
-            f"keyed draws {draws_s / new_s:.3%} of the call"
+            f"{backend}: per-call generator {old_wall:.3f} s wall, {old_cpu:.3f} s CPU; "
+            f"keyed {new_wall:.3f} s wall ({(new_wall - old_wall) / old_wall:+.1%}), {new_cpu:.3f} s CPU ({(new_cpu - old_cpu) / old_cpu:+.1%}); "
+            f"keyed draws {draws_s / new_cpu:.3%} of the call's CPU"
         )
 
 
-def _seconds(call: Callable[[], Any]) -> float:
-    start = time.perf_counter()
+def _seconds(call: Callable[[], Any]) -> tuple[float, float]:
+    """Wall and CPU (every thread of the process) seconds of one call."""
+    wall, cpu = time.perf_counter(), time.process_time()
     call()
-    return time.perf_counter() - start
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 if __name__ == "__main__":
