@@ -71,7 +71,7 @@ def main() -> None:
     parser.add_argument("--chat-template", default="auto", choices=("auto", "model", "compact"))
     parser.add_argument("--backends", nargs="+", default=["torch", "jax"], choices=("torch", "jax"))
     parser.add_argument("--micro-batch-size", type=int, default=None, help="instead of the preset's")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="timed steps after the first (0: the first alone)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
@@ -103,7 +103,7 @@ def main() -> None:
         batch = pack(rollouts, grpo, pad_id=policy.pad_id)
         learner = backend.Learner(policy, grpo)
         first = step_cpu_seconds(learner, batch)
-        steady = statistics.median(step_cpu_seconds(learner, batch) for _ in range(args.repeats))
+        steady = statistics.median(step_cpu_seconds(learner, batch) for _ in range(args.repeats)) if args.repeats else first
         results[name] = {
             "rows_x_columns": list(batch.shape),
             "real_tokens": int(batch.attention_mask.sum()),
