@@ -62,8 +62,9 @@ class LanguageModel(Protocol):
     pad_id: int
     eos_ids: Sequence[int]
 
-    def logprobs(self, ids: np.ndarray, mask: np.ndarray, *, temperature: float = 1.0) -> np.ndarray:
-        """``(B, T)`` float32: ``log p(ids[b, t] | ids[b, :t])``, 0 at ``t = 0`` and on padding."""
+    def logprobs(self, ids: np.ndarray, mask: np.ndarray, *, temperature: float = 1.0, scored: np.ndarray | None = None) -> np.ndarray:
+        """``(B, T)`` float32: ``log p(ids[b, t] | ids[b, :t])``, 0 at ``t = 0`` and on padding;
+        with ``scored`` (``(B, T)``), 0 too at the tokens it leaves out (the head skips them)."""
         ...
 
     def generate(
@@ -224,7 +225,8 @@ class BaseLearner(ABC):
         return self.config.micro_batch_size
 
     def _old_logprobs(self, batch: Batch) -> np.ndarray:
-        return self.policy.logprobs(batch.input_ids, batch.attention_mask, temperature=self.config.temperature)
+        # Only the trained tokens' old logprobs are read (the ratio, the rollout correction).
+        return self.policy.logprobs(batch.input_ids, batch.attention_mask, temperature=self.config.temperature, scored=batch.loss_mask)
 
     @abstractmethod
     def update(self, batch: Batch) -> dict[str, float]:

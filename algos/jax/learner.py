@@ -42,7 +42,7 @@ from textgym.algos.jax.loss import grpo_loss
 from textgym.algos.jax.model import JaxLanguageModel
 from textgym.algos.jax.params import copy_side_files, export_params, load_params, merge_trees, path_to_hf, split_trainable
 from textgym.algos.jax.sharding import batch_sharding, shard_params
-from textgym.algos.jax.transformer import empty_cache, picked_logprobs, positions_from_mask
+from textgym.algos.jax.transformer import empty_cache, picked_logprobs, positions_from_mask, scored_logprobs, scored_positions
 from textgym.error import CheckpointMismatch
 
 # A row's prompt (its tokens before the first trained one) hardly varies within an env: multiples
@@ -71,11 +71,13 @@ def make_optimizer(optimizer: OptimizerConfig) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(optimizer.max_grad_norm), adamw) if optimizer.max_grad_norm > 0 else adamw
 
 
-def _logprobs(graphdef: nnx.GraphDef, config: GRPOConfig, params, micro: PromptSplit) -> jax.Array:
+def _logprobs(graphdef: nnx.GraphDef, config: GRPOConfig, params, micro: PromptSplit, at: jax.Array | None = None) -> jax.Array:
     """Logprobs ``(B, C)`` of the rows' continuations (:class:`~textgym.algos.grpo.batch.PromptSplit`).
 
     Each distinct prompt runs once into a KV cache; its rows are copied for the continuations
-    that attend to them (gradients flow back through the copy).
+    that attend to them (gradients flow back through the copy). With ``at`` (the trained tokens'
+    positions, :func:`~textgym.algos.jax.transformer.scored_positions`) the LM head runs there
+    alone and the other tokens are 0; column 0 is always scored, by its prompt's last logits.
     """
     dtype = jnp.dtype(config.compute_dtype)
     model = nnx.merge(graphdef, jax.tree.map(lambda p: p.astype(dtype), params))
@@ -87,8 +89,14 @@ def _logprobs(graphdef: nnx.GraphDef, config: GRPOConfig, params, micro: PromptS
     pick = jax.nn.one_hot(rows, prompt_mask.shape[0], dtype=dtype)  # (B, U)
     cache = jax.tree.map(partial(_copy_rows, pick), cache)
     kv_mask = jnp.concatenate([prompt_mask[rows], micro.rest.attention_mask], axis=1)
-    logits, _ = model(ids, micro.rest.positions, kv_mask, cache, width)
-    return picked_logprobs(jnp.concatenate([_copy_rows(pick, last), logits[:, :-1]], axis=1), ids, config.temperature)
+    first = picked_logprobs(_copy_rows(pick, last)[:, 0], ids[:, 0], config.temperature)  # (B,)
+    if at is None:
+        logits, _ = model(ids, micro.rest.positions, kv_mask, cache, width)
+        rest = picked_logprobs(logits[:, :-1], ids[:, 1:], config.temperature)
+    else:
+        hidden, _ = model.hidden(ids, micro.rest.positions, kv_mask, cache, width)
+        rest = scored_logprobs(model, hidden, ids, at, config.temperature)[:, 1:]
+    return jnp.concatenate([first[:, None], rest], axis=1)
 
 
 def _copy_rows(pick: jax.Array, x: jax.Array) -> jax.Array:
@@ -108,8 +116,12 @@ def update(
     opt_state,
     ref_params,
     micros: PromptSplit,
+    scored: jax.Array,
 ):
     """One optimiser step on micro-batches stacked as ``(n_micro, micro_batch_size, ...)``.
+
+    ``scored`` ``(n_micro, K)``: each micro-batch's trained positions (see :func:`_logprobs`), the
+    only ones the LM head runs at.
 
     Static on the graphs (the policy's and the KL reference's, which with LoRA is the base model
     without adapters) and the configs, so learners of one architecture share the compilation.
@@ -123,15 +135,15 @@ def update(
     if config.lora_rank and config.kl_beta > 0:
         ref_params = frozen  # LoRA's KL reference is the base model
 
-    def loss_fn(p, micro):
-        ref = None if ref_params is None else _logprobs(ref_graphdef, config, ref_params, micro)
-        return grpo_loss(_logprobs(graphdef, config, merge_trees(p, frozen), micro), micro.rest, config, ref)
+    def loss_fn(p, micro, at):
+        ref = None if ref_params is None else _logprobs(ref_graphdef, config, ref_params, micro, at)
+        return grpo_loss(_logprobs(graphdef, config, merge_trees(p, frozen), micro, at), micro.rest, config, ref)
 
-    def accumulate(grads, micro):
-        (_, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(trained, micro)
+    def accumulate(grads, xs):
+        (_, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(trained, *xs)
         return jax.tree.map(jnp.add, grads, g), metrics
 
-    grads, metrics = jax.lax.scan(accumulate, jax.tree.map(jnp.zeros_like, trained), micros)
+    grads, metrics = jax.lax.scan(accumulate, jax.tree.map(jnp.zeros_like, trained), (micros, scored))
     metrics = jax.tree.map(jnp.sum, metrics)
     metrics["stats/grad_norm"] = optax.tree.norm(grads)
     updates, opt_state = make_optimizer(optimizer).update(grads, opt_state, trained)
@@ -194,7 +206,8 @@ class Learner(BaseLearner):
         # KL term it is never needed.
         self.ref_params = jax.tree.map(jnp.copy, self.params) if config.kl_beta > 0 and not config.lora_rank else None
         self.opt_state = self._place(self.optimizer.init(_split(self.params, config)[0]))
-        self._stacked: tuple[Batch, PromptSplit] | None = None  # the last batch's micro-batches, reused across iterations
+        # The last batch's micro-batches and trained positions, reused across iterations.
+        self._stacked: tuple[Batch, tuple[PromptSplit, np.ndarray]] | None = None
         if config.lora_rank:
             self._publish()  # from now on the policy scores and samples through the adapted graph
 
@@ -204,8 +217,10 @@ class Learner(BaseLearner):
         # Host copies: a device array of one process cannot be placed on another's devices.
         return shard_params(jax.tree.map(np.asarray, tree) if jax.process_count() > 1 else tree, self.mesh)
 
-    def _micro_batches(self, batch: Batch) -> PromptSplit:
-        """Split every micro-batch at its prompts and stack them as ``(n_micro, rows, ...)`` for the scan."""
+    def _micro_batches(self, batch: Batch) -> tuple[PromptSplit, np.ndarray]:
+        """Split every micro-batch at its prompts and stack them as ``(n_micro, rows, ...)`` for the
+        scan, with each one's trained positions ``(n_micro, K)`` (``K``: the most trained tokens of
+        a micro-batch, in :func:`fine_bucket` steps, so the step compiles once per bucket)."""
         if self._stacked is not None and self._stacked[0] is batch:
             return self._stacked[1]
         pad = self.policy.pad_id
@@ -229,6 +244,9 @@ class Learner(BaseLearner):
             for s in splits
         ]
         stacked = jax.tree.map(lambda *xs: np.stack(xs), *padded)
+        trained = stacked.rest.loss_mask > 0  # (n_micro, B, C)
+        slots = fine_bucket(max(1, int(trained[:, :, 1:].sum(axis=(1, 2)).max())))
+        scored = np.stack([scored_positions(mask, slots) for mask in trained])
         if self.mesh is not None:
             replicated = NamedSharding(self.mesh, PartitionSpec())  # prompts are few and any row may read any of them
             rows = lambda x: jax.device_put(x, batch_sharding(self.mesh, x.ndim, 1) if x.ndim >= 2 else replicated)
@@ -238,8 +256,9 @@ class Learner(BaseLearner):
                 rows(stacked.source),
                 jax.tree.map(rows, stacked.rest),
             )
-        self._stacked = (batch, stacked)
-        return stacked
+            scored = jax.device_put(scored, replicated)  # flat indices over all of a micro-batch's rows
+        self._stacked = (batch, (stacked, scored))
+        return stacked, scored
 
     def update(self, batch: Batch) -> dict[str, float]:
         """One jitted optimiser step over ``batch``'s micro-batches; see :meth:`BaseLearner.update`."""
@@ -252,7 +271,7 @@ class Learner(BaseLearner):
             self.params,
             self.opt_state,
             self.ref_params,
-            self._micro_batches(batch),
+            *self._micro_batches(batch),
         )
         self.step += 1
         self._publish()

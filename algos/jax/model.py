@@ -25,7 +25,7 @@ from textgym.algos.grpo import bucket_length
 from textgym.algos.jax import sampler
 from textgym.algos.jax.config import ModelConfig
 from textgym.algos.jax.params import abstract_model, export_params, load_params
-from textgym.algos.jax.transformer import positions_from_mask, token_logprobs
+from textgym.algos.jax.transformer import positions_from_mask, scored_logprobs, scored_positions, token_logprobs
 from textgym.algos.rollouts.context_cache import CONTEXT_CACHE_MB, ContextCache
 
 _UNBOUNDED = 1 << 30
@@ -52,12 +52,19 @@ def _special_ids(path: str | os.PathLike, config: ModelConfig) -> tuple[int, tup
 
 
 @partial(jax.jit, static_argnames=("graphdef",))
-def _score(graphdef: nnx.GraphDef, params, ids, mask, temperature):
-    logits, _ = nnx.merge(graphdef, params)(ids, positions_from_mask(mask), mask)
+def _score(graphdef: nnx.GraphDef, params, ids, mask, temperature, at=None):
+    """Every token's logprob, or (``at``, see :func:`scored_logprobs`) only the named ones'."""
+    model = nnx.merge(graphdef, params)
+    if at is None:
+        logits, _ = model(ids, positions_from_mask(mask), mask)
+        lp = token_logprobs(logits, ids, temperature)
+    else:
+        hidden, _ = model.hidden(ids, positions_from_mask(mask), mask)
+        lp = scored_logprobs(model, hidden, ids, at, temperature)
     # A token right after padding (a row's first after left padding) has no real token before it:
     # its logits come from a padding query that attends to nothing real (an all-masked row is
     # uniform over every slot, later ones too), so it is 0, as at t = 0 and as the torch backend says.
-    return token_logprobs(logits, ids, temperature) * mask * jnp.pad(mask[:, :-1], ((0, 0), (1, 0)))
+    return lp * mask * jnp.pad(mask[:, :-1], ((0, 0), (1, 0)))
 
 
 class JaxLanguageModel:
@@ -124,13 +131,16 @@ class JaxLanguageModel:
         twin.params = jax.tree.map(jnp.copy, self.params)
         return twin
 
-    def logprobs(self, ids: np.ndarray, mask: np.ndarray, *, temperature: float = 1.0) -> np.ndarray:
+    def logprobs(self, ids: np.ndarray, mask: np.ndarray, *, temperature: float = 1.0, scored: np.ndarray | None = None) -> np.ndarray:
         """``(B, T)`` float32 logprob of each token given the ones before it.
 
         Args:
             ids: ``(B, T)`` int token ids, left- or right-padded.
             mask: ``(B, T)`` attention mask, 1 on real tokens.
             temperature: Divides the logits (use the sampling temperature).
+            scored: ``(B, T)``: the tokens to score (a learner's loss mask), 0 elsewhere; the LM
+                head runs only at the positions that predict them (a power-of-two count of them,
+                so the scorer compiles once per bucket). None: every token.
 
         Returns:
             ``lp[b, t] = log p(ids[b, t] | ids[b, :t])``; 0 at ``t = 0``, where ``mask`` is 0 and
@@ -145,7 +155,12 @@ class JaxLanguageModel:
         padded_ids = np.full((rows, length), self.pad_id, np.int32)
         padded_mask = np.zeros((rows, length), np.int32)
         padded_ids[:b, :t], padded_mask[:b, :t] = ids, mask
-        out = _score(self.graphdef, self.params, padded_ids, padded_mask, np.float32(temperature))
+        at = None
+        if scored is not None:
+            wanted = np.zeros((rows, length), bool)
+            wanted[:b, :t] = np.asarray(scored) > 0
+            at = scored_positions(wanted, bucket_length(int(wanted[:, 1:].sum()), _UNBOUNDED, min_bucket=1))
+        out = _score(self.graphdef, self.params, padded_ids, padded_mask, np.float32(temperature), at)
         return np.array(jax.device_get(out))[:b, :t]
 
     def generate(

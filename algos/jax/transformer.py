@@ -255,7 +255,7 @@ class CausalLM(nnx.Module):
         cache_index: jax.Array | int = 0,
         last_only: bool = False,
     ) -> tuple[jax.Array, tuple[LayerCache, ...] | None]:
-        """Logits for ``input_ids``.
+        """Logits for ``input_ids``: :meth:`hidden`, then :meth:`head`.
 
         Args:
             input_ids: ``(B, T)`` tokens, written to key slots ``cache_index .. cache_index+T-1``.
@@ -269,6 +269,19 @@ class CausalLM(nnx.Module):
         Returns:
             ``(logits (B, T, V) float32 (T = 1 with last_only), updated cache or None)``.
         """
+        x, new_cache = self.hidden(input_ids, positions, attention_mask, cache, cache_index)
+        return self.head(x[:, -1:] if last_only else x), new_cache
+
+    def hidden(
+        self,
+        input_ids: jax.Array,
+        positions: jax.Array,
+        attention_mask: jax.Array,
+        cache: tuple[LayerCache, ...] | None = None,
+        cache_index: jax.Array | int = 0,
+    ) -> tuple[jax.Array, tuple[LayerCache, ...] | None]:
+        """The last decoder layer's output ``(B, T, D)`` (before the final norm) and the updated
+        cache; the arguments are :meth:`__call__`'s."""
         embedding = self.embed_tokens.embedding[...]
         x = jnp.take(embedding, input_ids, axis=0)  # (B, T, D)
         cos, sin = rope_tables(jnp.asarray(self.inv_freq, jnp.float32), positions, x.dtype)
@@ -279,13 +292,65 @@ class CausalLM(nnx.Module):
         for i, layer in enumerate(self.layers):
             x, layer_cache = layer(x, cos, sin, mask, None if cache is None else cache[i], cache_index)
             new_cache.append(layer_cache)
-        x = self.norm(x[:, -1:] if last_only else x)
+        return x, None if cache is None else tuple(new_cache)
+
+    def head(self, x: jax.Array) -> jax.Array:
+        """float32 logits ``(..., V)`` of hidden states ``(..., D)``: the final norm, then the LM head.
+
+        Each position is its own, so running it on a few gathered positions gives their rows of
+        the whole sequence's logits (:func:`scored_logprobs`).
+        """
+        x = self.norm(x)
         if self.tie_embeddings:
             # Contract with the (V, D) table directly; `embedding.T` could materialise a copy per step.
-            logits = dot_general(x, embedding.astype(x.dtype), (((2,), (1,)), ((), ())), preferred_element_type=jnp.float32)
+            embedding = self.embed_tokens.embedding[...]
+            logits = dot_general(x, embedding.astype(x.dtype), (((x.ndim - 1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
         else:
             logits = self.lm_head(x)
-        return logits.astype(jnp.float32), None if cache is None else tuple(new_cache)
+        return logits.astype(jnp.float32)
+
+
+def scored_logprobs(model: CausalLM, hidden: jax.Array, ids: jax.Array, at: jax.Array, temperature: float = 1.0) -> jax.Array:
+    """``(B, T)`` logprob of ``ids[:, t]`` from ``hidden[:, t - 1]``, at the tokens ``at`` names, 0 elsewhere.
+
+    The head and the log-softmax run on the ``K`` named positions alone: on multi-turn episodes most
+    tokens are the environment's, which no loss reads, and a head over a large vocabulary is a
+    large share of a small model's work (SmolLM2's 49k-token head). ``K`` is static, so a caller
+    pads ``at`` to a bucket and a jitted step compiles once per bucket.
+
+    Args:
+        model: The decoder whose :meth:`CausalLM.head` scores the positions.
+        hidden: ``(B, T, D)`` from :meth:`CausalLM.hidden`.
+        ids: ``(B, T)`` the tokens.
+        at: ``(K,)`` int32 flat indices ``b * T + t - 1`` of the positions whose logits score token
+            ``(b, t)`` (``t >= 1``), padded with ``B * T`` (ignored); see :func:`scored_positions`.
+        temperature: Divides the logits.
+    """
+    b, t, d = hidden.shape
+    x = jnp.take(hidden.reshape(b * t, d), at, axis=0, mode="clip")  # (K, D); padding reads the last row
+    targets = jnp.take(ids.reshape(b * t), at + 1, mode="clip")
+    picked = picked_logprobs(model.head(x), targets, temperature)  # (K,)
+    return jnp.zeros(b * t, picked.dtype).at[at + 1].set(picked, mode="drop").reshape(b, t)
+
+
+def scored_positions(scored: np.ndarray, size: int) -> np.ndarray:
+    """``(size,)`` int32 ``at`` of :func:`scored_logprobs` for the ``(B, T)`` tokens ``scored``:
+    the flat indices of the positions before them (column 0 has none), padded with ``B * T``.
+
+    Example:
+        >>> scored_positions(np.array([[0, 1, 1], [1, 0, 1]]), 4).tolist()
+        [0, 1, 4, 6]
+
+    Raises:
+        ValueError: ``size`` is smaller than the number of tokens to score.
+    """
+    b, t = scored.shape
+    wanted = np.asarray(scored, bool).copy()
+    wanted[:, 0] = False
+    flat = np.flatnonzero(wanted.reshape(-1)) - 1  # the position before each token
+    if flat.size > size:
+        raise ValueError(f"expected at least {flat.size} slots for the scored tokens, got {size}")
+    return np.pad(flat, (0, size - flat.size), constant_values=b * t).astype(np.int32)
 
 
 def token_logprobs(logits: jax.Array, input_ids: jax.Array, temperature: float = 1.0) -> jax.Array:

@@ -21,6 +21,7 @@ import copy
 import os
 from collections.abc import Callable
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -165,15 +166,17 @@ class Learner(BaseLearner):
     def _loss(self, micro: Batch, device: torch.device) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         split = split_prompts(micro, self.policy.pad_id)
         autocast = torch.autocast(device.type, dtype=torch.bfloat16) if self.config.compute_dtype == "bfloat16" else nullcontext()
+        # Only the trained tokens' logprobs enter the loss: the LM head skips every other position.
+        score = partial(continuation_logprobs, split=split, temperature=self.config.temperature, scored=split.rest.loss_mask)
         with autocast:
-            logprobs = continuation_logprobs(self.module, split, self.config.temperature)
+            logprobs = score(self.module)
             ref = None
             if self.reference is not None:
                 with torch.no_grad():
-                    ref = continuation_logprobs(self.reference, split, self.config.temperature)
+                    ref = score(self.reference)
             elif self.config.kl_beta > 0:  # LoRA: the reference is the base model
                 with torch.no_grad(), self.model.disable_adapter():
-                    ref = continuation_logprobs(self.module, split, self.config.temperature)
+                    ref = score(self.module)
         return grpo_loss(logprobs.float(), split.rest, self.config, ref)
 
     # ----- checkpoints (the layout of textgym.algos.grpo.learner) -----

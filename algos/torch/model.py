@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,28 +27,68 @@ from textgym.algos.torch.packed import PackedWeights
 from textgym.algos.torch.sampler import generate, last_position, token_logprobs
 
 
-def sequence_logprobs(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+def sequence_logprobs(
+    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, temperature: float = 1.0, scored: torch.Tensor | None = None
+) -> torch.Tensor:
     """Logprob of every token given the ones before it, aligned with ``ids`` (differentiable).
 
     ``out[:, t] = log p(ids[:, t] | ids[:, :t])``; position 0, padding (``mask == 0``) and a token
     right after padding (nothing real precedes it) are 0. Position ids count real tokens only, so
-    left and right padding give the same numbers.
+    left and right padding give the same numbers. With ``scored`` (``(B, T)`` bool), only those
+    tokens are scored and the rest are 0: see :func:`next_token_logprobs`.
     """
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, T)
-    logits = model(input_ids=ids, attention_mask=mask.long(), position_ids=positions, use_cache=False).logits
-    lp = token_logprobs(logits[:, :-1], ids[:, 1:], temperature)  # (B, T-1)
-    lp = F.pad(lp, (1, 0))  # (B, T): nothing predicts the first token
+
+    def logits(keep: int | torch.Tensor) -> torch.Tensor:
+        return model(input_ids=ids, attention_mask=mask.long(), position_ids=positions, use_cache=False, logits_to_keep=keep).logits
+
+    lp = F.pad(next_token_logprobs(logits, ids, scored, temperature), (1, 0))  # (B, T): nothing predicts the first token
     return lp * (mask * F.pad(mask[:, :-1], (1, 0))).to(lp.dtype)
 
 
-def continuation_logprobs(model: torch.nn.Module, split: PromptSplit, temperature: float = 1.0) -> torch.Tensor:
+def next_token_logprobs(
+    logits: Callable[[int | torch.Tensor], torch.Tensor], ids: torch.Tensor, scored: torch.Tensor | None, temperature: float = 1.0
+) -> torch.Tensor:
+    """``(B, T - 1)`` float32: ``log p(ids[:, t] | ids[:, :t])`` for ``t >= 1``, from the logits at ``t - 1``.
+
+    The LM head and the log-softmax run only where a logprob is wanted: on multi-turn episodes most
+    tokens are the environment's, which no loss reads, and a head over a large vocabulary is a large
+    share of a small model's work (SmolLM2's 49k-token head).
+
+    Args:
+        logits: The model's forward for a transformers ``logits_to_keep``: ``0`` gives ``(B, T, V)``
+            logits, a ``(B, T)`` bool mask the ``(K, V)`` logits of its positions, in row-major order.
+        ids: ``(B, T)`` token ids.
+        scored: ``(B, T)`` bool, the tokens to score (0 elsewhere); None: every one.
+        temperature: Divides the logits.
+    """
+    if scored is None:
+        return token_logprobs(logits(0)[:, :-1], ids[:, 1:], temperature)
+    wanted = scored[:, 1:]  # (B, T - 1)
+    keep = torch.cat([wanted, torch.zeros_like(wanted[:, :1])], dim=1)  # the logits at t - 1 score token t
+    picked = token_logprobs(logits(keep), ids[:, 1:][wanted], temperature)  # (K,)
+    return torch.zeros(wanted.shape, dtype=picked.dtype, device=picked.device).masked_scatter(wanted, picked)
+
+
+def continuation_logprobs(
+    model: torch.nn.Module, split: PromptSplit, temperature: float = 1.0, scored: np.ndarray | None = None
+) -> torch.Tensor:
     """Logprob of every token of ``split.rest`` (differentiable), each distinct prompt run once.
 
     The prompts fill a KV cache whose rows are copied to the rows that continue them (gradients
     flow back through the copy), so a group's shared prompt costs one row, not ``group_size``.
 
+    Args:
+        model: The causal LM (or its DDP wrapper).
+        split: The batch cut at its prompts.
+        temperature: Divides the logits.
+        scored: ``(B, C)``: score only these tokens of ``split.rest`` (a learner passes its loss
+            mask), so the LM head runs at their positions alone (:func:`next_token_logprobs`);
+            None: every token. Column 0 is always scored, by its prompt's last logits.
+
     Returns:
-        ``(B, C)`` float32, aligned with ``split.rest.input_ids``; padding holds anything.
+        ``(B, C)`` float32, aligned with ``split.rest.input_ids``; padding holds anything, tokens
+        left out of ``scored`` 0.
     """
     device = next(model.parameters()).device
 
@@ -68,8 +108,15 @@ def continuation_logprobs(model: torch.nn.Module, split: PromptSplit, temperatur
     cache.reorder_cache(source)
     mask = torch.cat([prompt_mask[source], tensor(rest.attention_mask)], dim=1)
     ids = tensor(rest.input_ids)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=tensor(rest.positions), cache=cache, use_cache=True).logits
-    return token_logprobs(torch.cat([last[source], logits[:, :-1]], dim=1), ids, temperature)
+
+    def logits(keep: int | torch.Tensor) -> torch.Tensor:
+        return model(
+            input_ids=ids, attention_mask=mask, position_ids=tensor(rest.positions), cache=cache, use_cache=True, logits_to_keep=keep
+        ).logits
+
+    wanted = None if scored is None else torch.as_tensor(np.asarray(scored) > 0, device=device)
+    first = token_logprobs(last[source, 0], ids[:, 0], temperature)  # (B,)
+    return torch.cat([first[:, None], next_token_logprobs(logits, ids, wanted, temperature)], dim=1)
 
 
 class TorchLanguageModel:
@@ -152,7 +199,7 @@ class TorchLanguageModel:
         return twin
 
     @torch.no_grad()
-    def logprobs(self, ids: np.ndarray, mask: np.ndarray, *, temperature: float = 1.0) -> np.ndarray:
+    def logprobs(self, ids: np.ndarray, mask: np.ndarray, *, temperature: float = 1.0, scored: np.ndarray | None = None) -> np.ndarray:
         """Per-token logprobs of a batch, aligned with ``ids`` (0 at position 0, on padding and
         right after it: see :func:`sequence_logprobs`).
 
@@ -161,6 +208,8 @@ class TorchLanguageModel:
             mask: ``(B, T)`` 1 on real tokens, 0 on padding.
             temperature: Divides the logits, so the result matches what a sampler at that
                 temperature drew from.
+            scored: ``(B, T)``: the tokens to score (a learner's loss mask), 0 elsewhere; the LM
+                head runs only at the positions that predict them. None: every token.
 
         Returns:
             ``(B, T)`` float32 array.
@@ -169,7 +218,8 @@ class TorchLanguageModel:
         self.model.eval()
         ids_t = torch.as_tensor(np.asarray(ids), dtype=torch.long, device=self.device)
         mask_t = torch.as_tensor(np.asarray(mask), dtype=torch.long, device=self.device)
-        out = sequence_logprobs(self.model, ids_t, mask_t, temperature)
+        wanted = None if scored is None else torch.as_tensor(np.asarray(scored) > 0, device=self.device)
+        out = sequence_logprobs(self.model, ids_t, mask_t, temperature, wanted)
         self.model.train(was_training)
         return out.cpu().numpy().astype(np.float32)
 

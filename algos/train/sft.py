@@ -132,7 +132,7 @@ def sft_batch(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> B
 
 def nll(model: Any, batch: Batch) -> float:
     """Mean negative log-likelihood per trained token (what SFT minimises)."""
-    lp = model.logprobs(batch.input_ids, batch.attention_mask)
+    lp = model.logprobs(batch.input_ids, batch.attention_mask, scored=batch.loss_mask)
     return float(-(lp * batch.loss_mask).sum() / max(1.0, batch.loss_mask.sum()))
 
 

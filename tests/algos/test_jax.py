@@ -6,6 +6,7 @@ needed only for that and for the parity oracle).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -28,10 +29,14 @@ import jax
 import jax.numpy as jnp
 from safetensors.numpy import load_file, save_file
 
-from tests.algos.tiny_batches import multi_turn_rollouts
-from textgym.algos.grpo import GRPOConfig, grpo_loss, pack
+from tests.algos.tiny_batches import SMALL, multi_turn_rollouts
+from textgym.algos.grpo import GRPOConfig, fine_bucket, grpo_loss, pack
+from textgym.algos.grpo.prompts import split_prompts
 from textgym.algos.jax import Learner, load_model, sampler
 from textgym.algos.jax import loss as jax_loss
+from textgym.algos.jax.learner import _logprobs
+from textgym.algos.jax.transformer import scored_positions
+from textgym.algos.models import tiny as textgym_tiny
 from textgym.draws import call_uniforms
 from textgym.rollout import Rollout
 
@@ -429,6 +434,40 @@ def test_train_step_matches_the_reference_and_moves_every_parameter(tiny):
     assert all(not np.array_equal(a, b) for a, b in zip(before, flat_params(learner)))
     after = policy.logprobs(batch.input_ids, batch.attention_mask)  # the policy sees the new weights
     assert np.abs(after - lp).max() > 1e-4
+
+
+@pytest.mark.parametrize("head", ["tied", "untied"])
+def test_the_head_at_trained_positions_gives_the_full_heads_loss_and_gradients(head, checkpoints, tmp_path):
+    path = str(textgym_tiny.create(tmp_path, seed=0, size=SMALL)) if head == "tied" else checkpoints["llama"][0]
+    policy = load_model(path)
+    vocab = policy.config.vocab_size
+    rollouts = [dataclasses.replace(r, token_ids=r.token_ids % vocab) for r in multi_turn_rollouts(3)]  # env tokens between turns
+    config = GRPOConfig(group_size=4, micro_batch_size=8, max_length=128, kl_beta=0.1, policy_loss="gspo")
+    batch = pack(rollouts, config, pad_id=policy.pad_id)
+    split = split_prompts(batch, policy.pad_id)
+    trained = split.rest.loss_mask > 0
+    at = scored_positions(trained, fine_bucket(int(trained[:, 1:].sum())))  # padded, as the learner pads it
+    assert int(trained[:, 1:].sum()) < at.size < trained.size / 2
+    reference = jax.tree.map(lambda p: 0.9 * p, policy.params)
+
+    def loss(params, at):
+        logprobs = _logprobs(policy.graphdef, config, params, split, at)
+        ref = _logprobs(policy.graphdef, config, reference, split, at)
+        return jax_loss.grpo_loss(logprobs, split.rest, config, ref)[0], logprobs
+
+    (full, every), full_grads = jax.value_and_grad(loss, has_aux=True)(policy.params, None)
+    (skipped, some), skipped_grads = jax.value_and_grad(loss, has_aux=True)(policy.params, at)
+    assert float(skipped) == pytest.approx(float(full), abs=1e-6)
+    np.testing.assert_allclose(np.asarray(some)[trained], np.asarray(every)[trained], atol=1e-6)
+    assert not np.asarray(some)[~trained].any()
+    for a, b in zip(jax.tree.leaves(skipped_grads), jax.tree.leaves(full_grads), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
+    # The old-logprob pass (num_iterations > 1, rollout correction) scores the trained tokens alone too.
+    every = policy.logprobs(batch.input_ids, batch.attention_mask)
+    scored = policy.logprobs(batch.input_ids, batch.attention_mask, scored=batch.loss_mask)
+    on = batch.loss_mask > 0
+    np.testing.assert_allclose(scored[on], every[on], atol=1e-6)
+    assert not scored[~on].any()
 
 
 @pytest.mark.slow  # 14-25 s on 2 cores (measured with --durations); runs with -m slow

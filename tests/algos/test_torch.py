@@ -14,6 +14,7 @@ from textgym.algos.grpo import grpo_loss as reference_loss
 from textgym.algos.grpo.prompts import split_prompts
 from textgym.algos.models import tiny
 from textgym.algos.torch import Learner, grpo_loss, load_model
+from textgym.algos.torch.model import continuation_logprobs
 from textgym.algos.torch.sampler import sample_token
 from textgym.draws import call_uniforms
 from textgym.rollout import Rollout
@@ -177,6 +178,41 @@ def test_two_steps_change_every_trainable_parameter(model_dir):
     unchanged = [k for k in before if np.array_equal(before[k], after[k])]
     assert not unchanged
     assert learner.step == 2
+
+
+def test_the_head_at_trained_positions_gives_the_full_heads_loss_and_gradients(model_dir):
+    policy, reference = load_model(model_dir), load_model(tiny.create(model_dir.parent / "reference", seed=1, size=SMALL))
+    config = GRPOConfig(group_size=4, micro_batch_size=8, max_length=128, kl_beta=0.1, policy_loss="gspo")
+    batch = pack(multi_turn_rollouts(3), config, pad_id=policy.pad_id)  # env tokens between the turns
+    split = split_prompts(batch, policy.pad_id)
+    trained = split.rest.loss_mask > 0
+    rows = []
+    policy.model.lm_head.register_forward_hook(lambda _m, args, _out: rows.append(args[0].shape[:-1].numel()))
+
+    def loss_and_grads(scored):
+        policy.model.zero_grad()
+        rows.clear()
+        logprobs = continuation_logprobs(policy.model, split, scored=scored)
+        with torch.no_grad():
+            ref = continuation_logprobs(reference.model, split, scored=scored)
+        loss, _ = grpo_loss(logprobs, split.rest, config, ref)
+        loss.backward()
+        return loss.item(), logprobs.detach().numpy(), {k: p.grad.numpy().copy() for k, p in policy.model.named_parameters()}, rows[:]
+
+    full, skipped = loss_and_grads(None), loss_and_grads(split.rest.loss_mask)
+    assert skipped[3] == [len(split.prompt_ids), int(trained[:, 1:].sum())]  # the prompts' last positions, then the trained ones
+    assert full[3][1] == trained.size > 2 * skipped[3][1]
+    assert skipped[0] == pytest.approx(full[0], abs=1e-6)
+    np.testing.assert_allclose(skipped[1][trained], full[1][trained], atol=1e-6)
+    assert not skipped[1][~trained].any()
+    for name, grad in full[2].items():
+        np.testing.assert_allclose(skipped[2][name], grad, atol=1e-6, err_msg=name)
+    # The old-logprob pass (num_iterations > 1, rollout correction) scores the trained tokens alone too.
+    every = policy.logprobs(batch.input_ids, batch.attention_mask)
+    scored = policy.logprobs(batch.input_ids, batch.attention_mask, scored=batch.loss_mask)
+    on = batch.loss_mask > 0
+    np.testing.assert_allclose(scored[on], every[on], atol=1e-6)
+    assert not scored[~on].any()
 
 
 def test_gradient_accumulation_does_not_change_the_step(model_dir):

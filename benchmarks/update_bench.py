@@ -1,0 +1,123 @@
+"""A GRPO update alone, on recorded multi-turn episodes: CPU seconds of ``Learner.train_step``.
+
+Inside a whole run (``floor_report.py``) the update waits for a step's sampling, which on a loaded
+machine takes most of an hour. This times the update alone, on the episodes a run logged
+(``rollouts/step_N.jsonl``), replayed through the env and a model's tokenizer
+(:class:`~textgym.wrappers.TokenObservation` with the run's chat template): the tokens that model
+would train on, env turns between the policy's. They are packed with a preset's GRPO settings
+(its KL reference included), as the training loop packs them, without the zero-std filter, and
+without sampler logprobs (the first ratio is 1; the forward and backward passes are the same).
+
+Each backend runs in this process, one after the other; each ``train_step`` is timed in CPU
+seconds (``time.process_time``: the share of a core a loaded machine gives does not enter), the
+first apart (JAX compiles in it), then the median of ``--repeats``. Run it with another checkout's
+interpreter to time that code on the same batch.
+
+    nice -n 15 python benchmarks/update_bench.py --rollouts runs/moves/rollouts/step_000001.jsonl \\
+        --preset sudoku-moves-tiny --model tiny --episodes 16 --backends torch jax
+    nice -n 15 python benchmarks/update_bench.py --rollouts runs/moves/rollouts/step_000001.jsonl \\
+        --preset sudoku-moves-tiny --model smollm2-135m --chat-template model --episodes 8 --micro-batch-size 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+
+def replay(record: Any, tokenizer: Any, template: str | None) -> Any:
+    """``record`` with the tokens its assistant turns give under ``tokenizer`` (no logprobs)."""
+    import gymnasium as gym
+
+    from textgym.wrappers import TokenObservation
+
+    env = TokenObservation(gym.make(record.env_id, **(record.env_kwargs or {})), tokenizer, chat_template=template)
+    env.reset(seed=record.seed)
+    for message in record.messages:
+        if message["role"] == "assistant":
+            *_, terminated, truncated, _ = env.step(message["content"])
+            if terminated or truncated:
+                break
+    trajectory = env.trajectory()
+    env.close()
+    return dataclasses.replace(
+        record,
+        token_ids=trajectory.token_ids,
+        loss_mask=trajectory.loss_mask,
+        logprobs=None,
+        turn_spans=list(trajectory.turn_spans),
+        sample_spans=None if trajectory.sample_spans is None else list(trajectory.sample_spans),
+    )
+
+
+def step_cpu_seconds(learner: Any, batch: Any) -> float:
+    start = time.process_time()
+    learner.train_step(batch)
+    return time.process_time() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rollouts", required=True, help="a run's rollouts/step_N.jsonl")
+    parser.add_argument("--episodes", type=int, default=None, help="the first N episodes (whole groups; default: all)")
+    parser.add_argument("--preset", default="sudoku-moves-tiny", help="whose GRPO settings pack and train")
+    parser.add_argument("--model", default="tiny", help="what --model takes (tiny: the preset's size)")
+    parser.add_argument("--chat-template", default="auto", choices=("auto", "model", "compact"))
+    parser.add_argument("--backends", nargs="+", default=["torch", "jax"], choices=("torch", "jax"))
+    parser.add_argument("--micro-batch-size", type=int, default=None, help="instead of the preset's")
+    parser.add_argument("--repeats", type=int, default=3, help="timed steps after the first (0: the first alone)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+
+    from textgym.algos import models
+    from textgym.algos.backends import load_backend
+    from textgym.algos.config.presets import PRESETS
+    from textgym.algos.grpo import pack, policy_prefix
+    from textgym.algos.rollouts.token_envs import chat_template
+    from textgym.rollout import read_rollouts
+
+    models.quiet_transformers()
+    preset = PRESETS[args.preset]
+    grpo = preset.grpo if args.micro_batch_size is None else dataclasses.replace(preset.grpo, micro_batch_size=args.micro_batch_size)
+    # tiny: a fresh random model of the preset's size (the update's cost does not depend on its weights).
+    path = models.resolve(args.model, tempfile.mkdtemp(), tiny_layers=preset.tiny_layers, tiny_vocab=preset.tiny_vocab)
+    template = chat_template(args.chat_template, args.model)
+    records = read_rollouts(args.rollouts)[: args.episodes]
+    rollouts = [policy_prefix(replay(r, models.load_tokenizer(path), template)) for r in records]
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "model": args.model,
+        "episodes": len(rollouts),
+        "argv": sys.argv[1:],
+    }
+    for name in args.backends:
+        backend = load_backend(name, args.threads)
+        policy = backend.load_model(path)
+        batch = pack(rollouts, grpo, pad_id=policy.pad_id)
+        learner = backend.Learner(policy, grpo)
+        first = step_cpu_seconds(learner, batch)
+        steady = statistics.median(step_cpu_seconds(learner, batch) for _ in range(args.repeats)) if args.repeats else first
+        results[name] = {
+            "rows_x_columns": list(batch.shape),
+            "real_tokens": int(batch.attention_mask.sum()),
+            "trained_tokens": batch.token_count,
+            "first_cpu_s": round(first, 3),
+            "update_cpu_s": round(steady, 3),
+        }
+        print(f"{name}: {json.dumps(results[name])}", file=sys.stderr, flush=True)
+    text = json.dumps(results, indent=1)
+    print(text)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
