@@ -68,7 +68,7 @@ class TokenTrajectory:
             and self.sample_spans == other.sample_spans
         )
 
-    __hash__ = None  # mutable arrays inside
+    __hash__ = None  # pyright: ignore[reportAssignmentType]  # unhashable: mutable arrays inside
 
 
 @dataclass
@@ -375,6 +375,7 @@ def collect(
     if episodes is None and seeds is None:
         raise ValueError("pass episodes=, seeds= or both")
     if seeds is None:
+        assert episodes is not None  # one of the two was given
         if episodes % group_size:
             raise ValueError(f"episodes ({episodes}) must be a multiple of group_size ({group_size})")
         seeds = range(episodes // group_size)

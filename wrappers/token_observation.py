@@ -484,7 +484,9 @@ class TokenObservation(gym.Wrapper):
         # the bodies of the messages before `first` (the earliest a new message can change) are
         # the same in both (_chat_templates/tail.py), so only the bodies from `first` on are rendered anew.
         start, parts = tail
-        first = max(start, len(self._view) - self._renderer.reach(self._view_tools is not None))
+        reach = self._renderer.reach(self._view_tools is not None)
+        assert reach is not None  # the template has a tail, so its reach is known
+        first = max(start, len(self._view) - reach)
         chat = self._chat + self._renderer.prepare(new)
         fresh = self._renderer.tail(chat, first, self._view_tools, not self._done)
         if fresh is None:  # a message holds the marker between bodies

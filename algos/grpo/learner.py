@@ -143,7 +143,8 @@ def stop_sequences(stop_ids: Sequence[int | Sequence[int]]) -> list[list[int]]:
         >>> stop_sequences([7, [1, 2], []])
         [[7], [1, 2]]
     """
-    stops = [[int(s)] if np.ndim(s) == 0 else [int(t) for t in s] for s in stop_ids]
+    # np.ndim tells an int (numpy's too) from a sequence; pyright cannot narrow on it.
+    stops = [[int(s)] if np.ndim(s) == 0 else [int(t) for t in s] for s in stop_ids]  # pyright: ignore[reportArgumentType, reportGeneralTypeIssues]
     return [s for s in stops if s]
 
 

@@ -475,6 +475,7 @@ class Zygote:
         if self.spare is None:
             self.spare = self.fork()
         self.child, self.spare = self.spare, None
+        assert self.program is not None, "load runs with a program open"
         self.child.pending += self.program + b"".join(raw for _, raw in prefetch)
         answer = self.wait_reply(float(self.cfg["call_timeout"]))
         if isinstance(answer, bytes):
