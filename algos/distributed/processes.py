@@ -185,9 +185,12 @@ def writer_first(make: Callable[[], T]) -> T:
     converted checkpoint) the others then find instead of writing it at the same time."""
     if world_size() == 1:
         return make()
-    result = make() if is_writer() else None
+    if is_writer():
+        result = make()
+        barrier()
+        return result
     barrier()
-    return result if is_writer() else make()
+    return make()
 
 
 def writer_only(act: Callable[[], Any]) -> None:

@@ -334,5 +334,8 @@ def read_adam_tensors(tensors: dict[str, np.ndarray], like: AdamState) -> AdamSt
         f"{name}.{moment}": tuple(np.shape(value)) for name, pair in like[1].items() for moment, value in zip(MOMENTS, pair)
     }
     check_state(tensors, expected, "optimizer state")
-    moments = {name: tuple(np.asarray(tensors[f"{name}.{moment}"], np.float32) for moment in MOMENTS) for name in like[1]}
+    first, second = MOMENTS
+    moments = {
+        name: (np.asarray(tensors[f"{name}.{first}"], np.float32), np.asarray(tensors[f"{name}.{second}"], np.float32)) for name in like[1]
+    }
     return int(tensors[OPTIMIZER_STEP]), moments

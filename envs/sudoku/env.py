@@ -582,7 +582,7 @@ class SudokuEnv(TextEnv):
 @cache
 def _moves(n: int) -> dict[str, tuple[int, int, int]]:
     """Every on-board move of an ``n x n`` board as :data:`MOVE` writes it, to its ``(row, col, digit)``."""
-    return {MOVE % move: move for move in product(range(1, n + 1), repeat=3)}
+    return {MOVE % (r, c, d): (r, c, d) for r, c, d in product(range(1, n + 1), repeat=3)}
 
 
 @cache
