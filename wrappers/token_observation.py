@@ -272,6 +272,7 @@ class TokenObservation(gym.Wrapper):
         per step, compared with the current sample's text; where it does not extend it, a new
         sample starts (see :class:`~textgym.wrappers.token_samples.SampleSplitter`)."""
         previous, samples = self._conversation, self._samples
+        assert samples is not None  # reset makes one in this mode
         prompt = samples.text  # the rendering of samples.messages, with the generation prompt
         # The template's closing of an assistant turn, after a placeholder's text (a template may
         # frame the last turn with more than its generation prompt, e.g. an empty think block).
