@@ -4,10 +4,15 @@
 JAX nor torch.
 """
 
+from typing import TYPE_CHECKING
+
 from textgym.env import Outcome, TextEnv
 from textgym.error import InvalidAction, InvalidTask, ResetNeeded, TextGymError, ToolError
 from textgym.registration import ENVS, register_envs
 from textgym.tasks import Task
+
+if TYPE_CHECKING:  # for type checkers only: at run time __getattr__ below imports it on first use
+    from textgym.remote import RemoteEnv
 
 __version__ = "0.1.0"
 

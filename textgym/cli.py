@@ -156,7 +156,8 @@ def cmd_play(env_id: str, seed: int | None, env_kwargs: dict, read: Callable[[st
             print(f"episode over after {info['turn']} turns: {verdict}, reward {reward:g}")
             print(json.dumps(info.get("verification"), default=str)[:2000])
             obs, info = env.reset()
-            print("\nnew task:\n" + env.render())
+            print("\nnew task:")
+            print(env.render())
             shown = len(obs)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,14 @@ _MAX_INT_BITS = 14_000  # about 4,200 digits: Python refuses to print longer int
 # per level plus the call's own keys (over 90 characters), and a too-long int some 4,200 digits.
 _SHORT_CALL = 2 * MAX_ARGUMENT_DEPTH + 16
 NO_TOOLS = "this environment has no tools, so tool_calls are not accepted; write your answer in the message's content"
+
+
+def _always_match(pattern: re.Pattern[str], text: str, pos: int, endpos: int = sys.maxsize) -> re.Match[str]:
+    """``pattern.match``, for the patterns of one ``*`` that match anywhere (if only the empty
+    string): typed without the None that cannot come."""
+    match = pattern.match(text, pos, endpos)
+    assert match is not None
+    return match
 
 
 # The records below are made for every call and turn, so they are slotted dataclasses rather than
@@ -346,7 +355,7 @@ def _tool_calls_from_text(text: str, prefix: str) -> tuple[list[ToolCall], list[
         index += 1
         body = start + len(TOOL_OPEN)
         if text[body : body + 1] != "{":  # whitespace first, or no JSON object at all
-            body = _SPACE.match(text, body).end()
+            body = _always_match(_SPACE, text, body).end()
         if _too_deep(text, body):
             errors.append(f"tool call {index}: invalid JSON ({_NESTED})")
             start = _next_open(text, body)
@@ -362,7 +371,7 @@ def _tool_calls_from_text(text: str, prefix: str) -> tuple[list[ToolCall], list[
             start = _next_open(text, body)
             continue
         if not text.startswith(TOOL_CLOSE, end):
-            end = _SPACE.match(text, end).end()
+            end = _always_match(_SPACE, text, end).end()
             if not text.startswith(TOOL_CLOSE, end):
                 errors.append(f"tool call {index}: expected {TOOL_CLOSE} right after the JSON object")
                 start = _next_open(text, end)
@@ -425,7 +434,7 @@ def _fenced_blocks(text: str) -> list[tuple[str, str]]:
         newline = text.find("\n", pos + len(_FENCE))
         if newline < 0:
             break
-        lang = _LANG.match(text, pos + len(_FENCE), newline).group()
+        lang = _always_match(_LANG, text, pos + len(_FENCE), newline).group()
         close = text.find(_FENCE, newline + 1)
         blocks.append((lang, text[newline + 1 : len(text) if close < 0 else close]))
         pos = -1 if close < 0 else text.find(_FENCE, close + len(_FENCE))

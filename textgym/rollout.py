@@ -68,7 +68,7 @@ class TokenTrajectory:
             and self.sample_spans == other.sample_spans
         )
 
-    __hash__ = None  # mutable arrays inside
+    __hash__ = None  # pyright: ignore[reportAssignmentType]  # unhashable: mutable arrays inside
 
 
 @dataclass
@@ -375,6 +375,7 @@ def collect(
     if episodes is None and seeds is None:
         raise ValueError("pass episodes=, seeds= or both")
     if seeds is None:
+        assert episodes is not None  # one of the two was given
         if episodes % group_size:
             raise ValueError(f"episodes ({episodes}) must be a multiple of group_size ({group_size})")
         seeds = range(episodes // group_size)
@@ -401,10 +402,10 @@ def collect(
         seed_list: list[int | None] = [None] * n
         for i in np.flatnonzero(mask):
             k = queue.pop() if queue else None
-            slots[i] = None if k is None else _Episode(k, int(seeds[k // group_size]), {}, time.perf_counter())
-            seed_list[i] = None if k is None else slots[i].seed
-            if slots[i] is not None and keep_states:
-                slots[i].turn_states = []
+            slots[i] = episode = None if k is None else _Episode(k, int(seeds[k // group_size]), {}, time.perf_counter())
+            seed_list[i] = None if episode is None else episode.seed
+            if episode is not None and keep_states:
+                episode.turn_states = []
         # Slots whose groups have options of their own are reset one group at a time.
         group_of = np.array([-1 if s is None else s.index // group_size for s in slots])
         own = np.array([g >= 0 and group_options is not None and group_options[g] is not None for g in group_of], dtype=bool)
@@ -419,8 +420,8 @@ def collect(
             observations, infos = venv.reset(seed=seed_list, options=reset_options or None)
             for i in np.flatnonzero(part):
                 infos_by_slot[i] = _slot_info(infos, i)
-                if slots[i] is not None:
-                    slots[i].reset_info = infos_by_slot[i]
+                if (episode := slots[i]) is not None:
+                    episode.reset_info = infos_by_slot[i]
         return observations
 
     observations = refill(np.ones(n, dtype=bool))
@@ -490,6 +491,7 @@ def _record_stopped(
     trajectories = venv.unwrapped.call("trajectory") if tokens else None
     for i in stopped:
         episode, info = slots[i], infos_by_slot[i]
+        assert episode is not None  # a stopped slot holds its episode
         if trajectories is not None:
             info = dict(info, trajectory=trajectories[i])
         record = _record(episode, env_id, observations[i], info, False, False, group_size, env_kwargs)

@@ -272,6 +272,7 @@ class TokenObservation(gym.Wrapper):
         per step, compared with the current sample's text; where it does not extend it, a new
         sample starts (see :class:`~textgym.wrappers.token_samples.SampleSplitter`)."""
         previous, samples = self._conversation, self._samples
+        assert samples is not None  # reset makes one in this mode
         prompt = samples.text  # the rendering of samples.messages, with the generation prompt
         # The template's closing of an assistant turn, after a placeholder's text (a template may
         # frame the last turn with more than its generation prompt, e.g. an empty think block).
@@ -484,7 +485,9 @@ class TokenObservation(gym.Wrapper):
         # the bodies of the messages before `first` (the earliest a new message can change) are
         # the same in both (_chat_templates/tail.py), so only the bodies from `first` on are rendered anew.
         start, parts = tail
-        first = max(start, len(self._view) - self._renderer.reach(self._view_tools is not None))
+        reach = self._renderer.reach(self._view_tools is not None)
+        assert reach is not None  # the template has a tail, so its reach is known
+        first = max(start, len(self._view) - reach)
         chat = self._chat + self._renderer.prepare(new)
         fresh = self._renderer.tail(chat, first, self._view_tools, not self._done)
         if fresh is None:  # a message holds the marker between bodies

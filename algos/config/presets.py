@@ -289,7 +289,9 @@ MIXTURE_TINY = TrainConfig(
 )
 
 PRESETS: dict[str, TrainConfig] = {
-    p.preset: p for p in (SUDOKU_TINY, SUDOKU_SMOLLM2, SUDOKU_MOVES_TINY, CODE_TINY, WORKPLACE_TINY, MIXTURE_TINY)
+    p.preset: p
+    for p in (SUDOKU_TINY, SUDOKU_SMOLLM2, SUDOKU_MOVES_TINY, CODE_TINY, WORKPLACE_TINY, MIXTURE_TINY)
+    if p.preset is not None  # every one is named; the test narrows the type
 }
 """Every preset by name."""
 
@@ -308,7 +310,8 @@ def named(name: str) -> TrainConfig:
 def preset_for(env: str | tuple[str, ...], model: str) -> TrainConfig | None:
     """The (first listed) preset made for ``env`` and ``model``; for a mixture without its own, its first env's; else None."""
     envs = (env,) if isinstance(env, str) else tuple(env)
-    for want in dict.fromkeys((envs if len(envs) > 1 else envs[0], envs[0])):
+    first = envs[0]
+    for want in dict.fromkeys((envs if len(envs) > 1 else first, first)):
         found = next((p for p in PRESETS.values() if p.env == want and p.model == str(model)), None)
         if found is not None:
             return found

@@ -96,7 +96,7 @@ def _init_jax(coordinator: str | None, num_processes: int | None, process_id: in
         if not _launched_as_jax_processes():
             return
         explicit: dict[str, Any] = {}
-    elif any(g is None for g in given):
+    elif coordinator is None or num_processes is None or process_id is None:
         raise ValueError("--coordinator HOST:PORT, --num-processes N and --process-id I go together")
     elif not 0 <= process_id < num_processes:
         raise ValueError(f"--process-id must be in [0, {num_processes}), got {process_id}")
@@ -185,9 +185,12 @@ def writer_first(make: Callable[[], T]) -> T:
     converted checkpoint) the others then find instead of writing it at the same time."""
     if world_size() == 1:
         return make()
-    result = make() if is_writer() else None
+    if is_writer():
+        result = make()
+        barrier()
+        return result
     barrier()
-    return result if is_writer() else make()
+    return make()
 
 
 def writer_only(act: Callable[[], Any]) -> None:

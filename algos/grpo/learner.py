@@ -144,7 +144,8 @@ def stop_sequences(stop_ids: Sequence[int | Sequence[int]]) -> list[list[int]]:
         >>> stop_sequences([7, [1, 2], []])
         [[7], [1, 2]]
     """
-    stops = [[int(s)] if np.ndim(s) == 0 else [int(t) for t in s] for s in stop_ids]
+    # np.ndim tells an int (numpy's too) from a sequence; pyright cannot narrow on it.
+    stops = [[int(s)] if np.ndim(s) == 0 else [int(t) for t in s] for s in stop_ids]  # pyright: ignore[reportArgumentType, reportGeneralTypeIssues]
     return [s for s in stops if s]
 
 
@@ -335,5 +336,8 @@ def read_adam_tensors(tensors: dict[str, np.ndarray], like: AdamState) -> AdamSt
         f"{name}.{moment}": tuple(np.shape(value)) for name, pair in like[1].items() for moment, value in zip(MOMENTS, pair)
     }
     check_state(tensors, expected, "optimizer state")
-    moments = {name: tuple(np.asarray(tensors[f"{name}.{moment}"], np.float32) for moment in MOMENTS) for name in like[1]}
+    first, second = MOMENTS
+    moments = {
+        name: (np.asarray(tensors[f"{name}.{first}"], np.float32), np.asarray(tensors[f"{name}.{second}"], np.float32)) for name in like[1]
+    }
     return int(tensors[OPTIMIZER_STEP]), moments

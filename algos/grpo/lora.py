@@ -123,4 +123,4 @@ def load_adapter(directory: str | os.PathLike, expected: dict[str, Adapter]) -> 
         raise CheckpointMismatch(
             f"adapter in {str(directory)!r} does not match: missing={missing[:3]}, unexpected={unexpected[:3]}, mis-shaped={shapes[:3]}"
         )
-    return {m: tuple(tensors[name] for name in adapter_names(m)) for m in expected}
+    return {m: (tensors[adapter_names(m)[0]], tensors[adapter_names(m)[1]]) for m in expected}

@@ -148,7 +148,9 @@ def collect_step(config: TrainConfig, model: Any, venvs: dict[str, Any], step: i
         for key, value in token_envs.token_seconds(clock, token_envs.token_clock(venv)).items():
             seconds[key] += value
         seconds["time/sampling"] += actor.seconds
-        local += [dataclasses.replace(r, group=r.group + groups[0]) for r in got]
+        for r in got:
+            assert r.group is not None  # collect numbers every rollout's group
+            local.append(dataclasses.replace(r, group=r.group + groups[0]))
     rollouts = processes.gather(local)  # every group of the step, in order, on every process
     if not config.branch_groups:
         return rollouts, seconds

@@ -41,7 +41,7 @@ def sampled_spans(loss_mask: np.ndarray) -> list[tuple[int, int]]:
 
 def sampled_tokens(rollouts: Sequence[Any]) -> dict[str, int]:
     """``tokens/prefilled``, ``tokens/decoded`` and their ``tokens/*_pairs`` of sampling ``rollouts``."""
-    out = dict.fromkeys(("tokens/prefilled", "tokens/prefill_pairs", "tokens/decoded", "tokens/decode_pairs"), 0)
+    out: dict[str, int] = dict.fromkeys(("tokens/prefilled", "tokens/prefill_pairs", "tokens/decoded", "tokens/decode_pairs"), 0)
     prompts = set()
     for r in rollouts:
         spans = sampled_spans(r.loss_mask)

@@ -70,7 +70,8 @@ class Unknown:
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _more
     __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __neg__ = __pos__ = __abs__ = _more
     __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __invert__ = __lshift__ = __rshift__ = _more
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __getitem__ = __call__ = __round__ = _more
+    # Comparisons give an Unknown too, not a bool: the check's later operations stay unknown.
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __getitem__ = __call__ = __round__ = _more  # pyright: ignore[reportAssignmentType]
 
     def __getattr__(self, name):
         return self._more()
@@ -271,7 +272,7 @@ def _names_in(line):
 def _check_error(exc, code):
     """Which line of the test failed, without paths."""
     lines = code.splitlines()
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<test>" and f.lineno]
-    where = f" at: {lines[frames[-1].lineno - 1].strip()}" if frames and frames[-1].lineno <= len(lines) else ""
+    linenos = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<test>" and f.lineno]
+    where = f" at: {lines[linenos[-1] - 1].strip()}" if linenos and linenos[-1] <= len(lines) else ""
     message = f": {exc}" if str(exc) else ""
     return f"{type(exc).__name__}{message[:MAX_ERROR]}{where[:MAX_ERROR]}"

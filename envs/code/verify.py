@@ -83,15 +83,15 @@ def _run_checks(sandbox: Sandbox, task: Task, code: str, held: dict[int, Check] 
     calls = [_call(tests[i]) for i in batch] + [c for check in checks.values() for c in check.plan]
     outcomes: dict[int, dict[str, Any]] = {}
     load_error = failed = None
-    results: list[CallResult] = []
+    call_results: list[CallResult] = []
     if calls:
         run = sandbox.run(program, calls, mode=mode)
-        load_error, failed, results = run.load_error, run.sandbox_error, list(run.results)
-        for i, result in zip(batch, results):
+        load_error, failed, call_results = run.load_error, run.sandbox_error, list(run.results)
+        for i, result in zip(batch, call_results):
             outcomes[i] = _judge(i, tests[i], result)
     start, answers = len(batch), {}
     for i, check in checks.items():
-        answers[i], start = results[start : start + len(check.plan)], start + len(check.plan)
+        answers[i], start = call_results[start : start + len(check.plan)], start + len(check.plan)
     live = LiveSession(sandbox, program, mode)
     try:
         verdicts = {} if load_error or not checks else judge(checks, answers, checker, live)

@@ -297,6 +297,7 @@ class SudokuEnv(TextEnv):
             ok, reason = grid.judge_answer(rows, cells, size) if rows else (False, reason)
             if not ok:
                 raise InvalidTask(f"the task's solution does not solve its puzzle: {reason}")
+            assert rows is not None  # judged ok, so the answer was read
             solution = [int(ch) for row in rows for ch in row]
         text = grid.to_string(cells)
         meta = {**(record.metadata if record else {}), "size": size, "blanks": cells.count(0), "unique": unique}
@@ -581,7 +582,7 @@ class SudokuEnv(TextEnv):
 @cache
 def _moves(n: int) -> dict[str, tuple[int, int, int]]:
     """Every on-board move of an ``n x n`` board as :data:`MOVE` writes it, to its ``(row, col, digit)``."""
-    return {MOVE % move: move for move in product(range(1, n + 1), repeat=3)}
+    return {MOVE % (r, c, d): (r, c, d) for r, c, d in product(range(1, n + 1), repeat=3)}
 
 
 @cache

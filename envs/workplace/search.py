@@ -232,7 +232,7 @@ class SessionRows:
             passing = set(map(int, found.split(","))) if found else set()
             positions = sorted(index.at[i] for i in passing if i not in written and i in index.at)
             written = {i: row for i, row in written.items() if i in passing}
-        order: list[int | tuple] = list(positions)  # positions in the index, and written rows
+        order: list[int | tuple] = [*positions]  # positions in the index, and written rows
         for row in sorted(written.values(), key=index.key, reverse=True):  # the largest first: later ones go before
             order.insert(bisect_left(positions, index.key(row), key=index.keys.__getitem__), row)
         # A copy of the world's record (a fresh dict per call) costs a third of building one; its

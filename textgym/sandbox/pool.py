@@ -163,6 +163,7 @@ class Sandbox:
         if worker is None:
             waiter.ready.wait()
             worker = waiter.worker
+            assert worker is not None  # handed over before `ready` is set
         if not worker.alive:
             try:
                 _start(worker)

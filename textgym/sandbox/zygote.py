@@ -282,6 +282,7 @@ class Child:
         sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)))
         error = None
         try:
+            assert self.code is not None, "a stdio run follows a load"
             exec(self.code, {"__name__": "__main__", "__builtins__": builtins})
         except SystemExit as exc:
             if exc.code not in (None, 0):
@@ -436,6 +437,7 @@ class Zygote:
                     for _, raw in batch:
                         self.send({"op": "call", "id": request_id(raw), **error})
                     return
+                assert self.child is not None  # cannot_run loaded one
                 self.child.pending += b"".join(raw for _, raw in batch)
             sent = False  # after a death, what is left goes to a fresh child
             proc = self.child
@@ -475,6 +477,7 @@ class Zygote:
         if self.spare is None:
             self.spare = self.fork()
         self.child, self.spare = self.spare, None
+        assert self.program is not None, "load runs with a program open"
         self.child.pending += self.program + b"".join(raw for _, raw in prefetch)
         answer = self.wait_reply(float(self.cfg["call_timeout"]))
         if isinstance(answer, bytes):
@@ -494,6 +497,7 @@ class Zygote:
 
         The forker exits when it cannot clean up (or was killed): so do we, and the worker
         restarts in fresh namespaces."""
+        assert self.forker is not None, "serve starts the forker first"
         try:
             self.forker.send(request)
             answer, fds, _, _ = socket.recv_fds(self.forker, 32, 3)
@@ -507,6 +511,7 @@ class Zygote:
         """One line from the child within ``timeout`` (and the submission deadline), as bytes;
         or, when it failed to answer, our own reply as a dict."""
         proc = self.child
+        assert proc is not None, "replies come from a running child"
         until = min(time.monotonic() + timeout, self.deadline)
         buf = proc.replies
         limit = int(self.cfg["max_result"])

@@ -146,12 +146,14 @@ class EnvServer:
 
     async def reap(self) -> None:
         """Close sessions idle for longer than ``session_timeout`` (runs for the app's life)."""
-        period = min(1.0, self.session_timeout / 4)
+        timeout = self.session_timeout
+        assert timeout is not None, "reap runs only with a session_timeout"
+        period = min(1.0, timeout / 4)
         while True:
             await asyncio.sleep(period)
             now = time.monotonic()
             for session, websocket in list(self.sessions.items()):
-                if now - session.last_active > self.session_timeout and websocket is not None:
+                if now - session.last_active > timeout and websocket is not None:
                     self.sessions[session] = None  # reaped once
                     message = f"session closed after {self.session_timeout:g} s without a frame"
                     asyncio.create_task(_send_and_close(websocket, error_frame(ErrorCode.SESSION_ERROR, message)))

@@ -98,6 +98,7 @@ def env_action(data: Any) -> str | dict[str, Any]:
     if not isinstance(content, str) and not (content is None and tool_calls):
         raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"the action needs a string 'content', got {_json_name(content)}")
     if not tool_calls:
+        assert content is not None  # without tool calls it is a string (checked above)
         return content
     return {"role": "assistant", "content": content or "", "tool_calls": tool_calls}
 
