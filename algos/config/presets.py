@@ -39,7 +39,7 @@ SUDOKU_TINY = TrainConfig(
     # demonstrations answer in the compact form (digits only, one row per line: ~23 tokens
     # instead of ~100 for the drawn board), which gets the tiny model past copying the givens.
     # They come from a noisy demonstrator (each blank a random digit: right a quarter of the
-    # time), so the warm start learns the format but not the rule (24-43% held-out once SFT
+    # time), so the warm start learns the format but not the rule (16-39% held-out once SFT
     # has converged) and GRPO learns the rule from the verifier; a clean oracle leaves it
     # nothing (80-96%).
     env_kwargs={"size": 4, "blanks": 1, "max_turns": 1},
@@ -91,7 +91,7 @@ SUDOKU_SMOLLM2 = TrainConfig(
     # (25.8% greedy); with noise=0.5 SmolLM2 learns the rule from the demonstrations (78.1%).
     sft_oracle_kwargs={"compact": True, "noise": 1.0},
     # 30 GRPO steps, not 60: a whole run (SFT, GRPO, four evaluations) then fits the 45-minute
-    # budget on one core; at 60 steps torch seed 0 had gained +18.7 points by step 30.
+    # budget on one core; at 60 steps torch seed 0 had gained +14.8 points by step 30.
     steps=30,
     prompts_per_step=8,
     # 96 steps at 1e-3, not 24 at 5e-4: the warm start must copy the givens when it samples at
@@ -154,8 +154,8 @@ SUDOKU_MOVES_TINY = TrainConfig(
         group_size=8,
         # At temperature 1 the warm start broke the call's JSON in 42% of its turns.
         temperature=0.6,
-        # Without the KL term, held-out success fell by 6 to 22 points in ten steps at lr 3e-5 to
-        # 2e-4: most retry turns are in failed episodes, so they mostly get negative advantages.
+        # Without the KL term, held-out success fell by 6 to 24 points at the rates tried (eight
+        # turns, docs/benchmarks.md): most retry turns are in failed episodes, so they mostly get negative advantages.
         # With it, held-out success rose from 21.1% to 32.0% in the 50 steps.
         lr=5e-5,
         kl_beta=0.1,
@@ -207,7 +207,7 @@ CODE_TINY = TrainConfig(
     # warm start. Without the KL the second attempts broke: a failed episode has two of them, so
     # the negative advantages fell mostly on second-attempt tokens, and by step 10 those were no
     # longer Python (21.9% held-out at 3e-4, from 43.8%); with it they stayed intact. At 3e-4 with
-    # the KL, 20 steps ended at 43.0%; at 1e-3 without it the policy fell apart within 5 steps.
+    # the KL, 20 steps ended at 43.0%; at 1e-3 without it held-out success was 0% by step 8.
     grpo=dataclasses.replace(
         SUDOKU_TINY.grpo,
         lr=5e-4,
