@@ -73,6 +73,11 @@ class Shapes:
         """Weights a token multiplies by (embedding lookups excluded, the head included)."""
         return sum(k * n * count for _, k, n, count in self.linears())
 
+    @property
+    def head_params(self) -> int:
+        """The LM head's weights, which a token multiplies by only where its logits are needed."""
+        return self.hidden * self.vocab
+
     def attention_flops(self, queries: float, keys: float) -> float:
         """Forward FLOPs of attention for ``queries x keys`` query-key pairs (``Q K^T`` and ``P V``)."""
         return 4.0 * queries * keys * self.heads * self.head_dim * self.layers

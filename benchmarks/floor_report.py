@@ -11,7 +11,8 @@ the process does not enter; the run's wall ``time/*`` are printed beside):
 * the update: the packed tokens, counted there too, times ``num_iterations`` forward and backward
   passes, plus a forward of the KL's reference (``kl_beta > 0``).
 
-Each phase's floor is ``2 * params * tokens`` (the linears and the head) plus attention at the
+Each phase's floor is ``2 * params * tokens`` for the layers' linears and ``2 * head_params`` at
+each position whose logits it needs (a sampled or a trained token), plus attention at the
 causal query-key pairs it needs (``4 * pairs * heads * head_dim * layers``) per forward, twice that
 for a backward, each over its measured rate: decode at the decode ``M`` nearest the step's episodes,
 prefill, the update and attention at the best rate measured.
@@ -58,15 +59,23 @@ def rate(rates: dict, model: str, table: str, key: str, at: int | None = None) -
 def floors(s: Shapes, rates: dict, model: str, tokens: dict[str, int], episodes: int, update_passes: tuple[int, int]) -> dict[str, float]:
     """Floor seconds of the step's sampling and update (``update_passes``: forward+backward passes,
     forward-only passes)."""
-    linear = 2.0 * s.matmul_params
-    prefill = tokens["prefilled"] * linear / rate(rates, model, "linear", "forward") + s.attention_flops(tokens["prefill_pairs"], 1) / rate(
+    body = 2.0 * (s.matmul_params - s.head_params)  # every token runs the layers' linears
+    head = 2.0 * s.head_params  # the LM head runs only where a token is sampled or trained
+
+    def linear(tokens_in: int, heads: int, kind: str, at: int | None = None) -> float:
+        return (tokens_in * body + heads * head) / rate(rates, model, "linear", kind, at=at)
+
+    sampled_heads = tokens.get("sampled", tokens["decoded"])  # JSONs written before heads were counted
+    prefill_heads = sampled_heads - tokens["decoded"]  # one a turn, at its prompt's last position
+    prefill = linear(tokens["prefilled"], prefill_heads, "forward") + s.attention_flops(tokens["prefill_pairs"], 1) / rate(
         rates, model, "attention", "causal_gflops"
     )
-    decode = tokens["decoded"] * linear / rate(rates, model, "linear", "forward", at=episodes) + s.attention_flops(
+    decode = linear(tokens["decoded"], tokens["decoded"], "forward", at=episodes) + s.attention_flops(
         tokens["decode_pairs"], 1
     ) / rate(rates, model, "attention", "decode_gflops")
-    forward = tokens["packed"] * linear / rate(rates, model, "linear", "forward")
-    backward = tokens["packed"] * 2 * linear / rate(rates, model, "linear", "backward")
+    trained_heads = tokens.get("trained", tokens["packed"])
+    forward = linear(tokens["packed"], trained_heads, "forward")
+    backward = 2 * linear(tokens["packed"], trained_heads, "backward")
     attention = s.attention_flops(tokens["packed_pairs"], 1) / rate(rates, model, "attention", "causal_gflops")
     trained, forward_only = update_passes
     update = trained * (forward + backward + 3 * attention) + forward_only * (forward + attention)

@@ -16,6 +16,7 @@ from textgym.algos.config.optimizer import LRSchedule, OptimizerConfig
 LossAggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "constant"]
 AdvantageScaling = Literal["group", "batch", "none"]
 AdvantageLevel = Literal["episode", "turn"]
+TurnTokenCredit = Literal["turn", "prefix"]
 ComputeDType = Literal["float32", "bfloat16"]
 PolicyLoss = Literal["clip", "gspo", "cispo"]
 RolloutCorrection = Literal["none", "tis", "mis"]
@@ -113,6 +114,15 @@ class GRPOConfig:
         'With ``advantage="turn"``, the discount ``gamma`` of a turn\'s return over the turns after '
         "it: 1 counts every later reward fully, 0 the turn's own reward alone (a dense per-turn "
         "reward's exact signal).",
+    )
+    turn_token_credit: TurnTokenCredit = option(
+        "turn",
+        'With ``advantage="turn"``, how a turn\'s advantage reaches its tokens. ``turn``: each token gets '
+        "the turn's. ``prefix``: each token gets the change it made to the expected return, the mean "
+        "return of its anchor group's turns that share the action up to and including it less that "
+        "of those sharing it up to the token before (scaled as the turn's; a turn's tokens sum to the "
+        "mean advantage of the turns that chose the same action). Tokens every action shares (the "
+        "format) then get 0, and each choice its own credit: a move's cell apart from its digit.",
     )
     num_iterations: int = option(
         1,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -196,7 +197,7 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
         advantages = np.zeros(rows, dtype=np.float32)
         advantages[:n] = scored.episodes[owner]
     else:
-        advantages = _token_advantages(rollouts, samples, lengths, scored.turns, loss_mask)
+        advantages = _token_advantages(rollouts, samples, lengths, scored.tokens or scored.turns, loss_mask)
 
     return Batch(
         input_ids=input_ids,
@@ -224,11 +225,15 @@ class Advantages:
             turn's token advantage (the episode's and the turn's mixed, then
             ``negative_advantage_scale``); None otherwise.
         anchors: With ``advantage="turn"``, the anchor groups (for their metrics); None otherwise.
+        tokens: With ``turn_token_credit="prefix"``, per episode and turn, each sampled token's
+            advantage (the episode's and the token's credit mixed, then ``negative_advantage_scale``);
+            None otherwise.
     """
 
     episodes: np.ndarray
     turns: list[np.ndarray] | None = None
     anchors: TurnAdvantages | None = None
+    tokens: list[list[np.ndarray]] | None = None
 
 
 def rollout_advantages(rollouts: Sequence[Rollout], config: GRPOConfig) -> Advantages:
@@ -251,10 +256,18 @@ def rollout_advantages(rollouts: Sequence[Rollout], config: GRPOConfig) -> Advan
         return Advantages(episodes)
     anchors = turn_advantages([rollouts[i] for i in kept], dense, config)
     w = config.turn_advantage_weight
+    def mixed(i: int, turn: np.ndarray) -> np.ndarray:
+        return _scale_negative(((1.0 - w) * np.float64(raw[i]) + w * turn.astype(np.float64)).astype(np.float32), config)
+
     turns = [np.zeros(len(r.turn_rewards or ()), np.float32) for r in rollouts]
     for i, per_turn in zip(kept, anchors.per_episode):
-        turns[i] = _scale_negative(((1.0 - w) * np.float64(raw[i]) + w * per_turn.astype(np.float64)).astype(np.float32), config)
-    return Advantages(episodes, turns, anchors)
+        turns[i] = mixed(i, per_turn)
+    if anchors.per_token is None:
+        return Advantages(episodes, turns, anchors)
+    tokens: list[list[np.ndarray]] = [[] for _ in rollouts]  # an env_error episode trains on nothing
+    for i, per_turn in zip(kept, anchors.per_token):
+        tokens[i] = [mixed(i, credit) for credit in per_turn]
+    return Advantages(episodes, turns, anchors, tokens)
 
 
 def _scale_negative(advantages: np.ndarray, config: GRPOConfig) -> np.ndarray:
@@ -268,11 +281,12 @@ def _token_advantages(
     rollouts: Sequence[Rollout],
     samples: list[tuple[int, int, int]],
     lengths: list[int],
-    turns: list[np.ndarray],
+    turns: Sequence[Sequence[Any]],
     loss_mask: np.ndarray,
 ) -> np.ndarray:
-    """``(B, T)``: each row's tokens get the advantage of the turn (``turn_spans``) they belong to,
-    0 off the loss mask and on a span without a scored turn (one the env never answered)."""
+    """``(B, T)``: each row's tokens get the advantage of the turn (``turn_spans``) they belong to
+    (one value a turn, or one a token of it), 0 off the loss mask and on a span without a scored
+    turn (one the env never answered)."""
     out = np.zeros(loss_mask.shape, dtype=np.float32)
     for row, ((i, a, _), size) in enumerate(zip(samples, lengths)):
         spans = rollouts[i].turn_spans or ()
@@ -280,7 +294,8 @@ def _token_advantages(
         for t, (start, end) in enumerate(spans):
             lo, hi = max(start - a, 0), min(end - a, size)
             if lo < hi and t < len(values):
-                out[row, lo:hi] = values[t]
+                value = values[t]
+                out[row, lo:hi] = value if np.ndim(value) == 0 else value[lo + a - start : hi + a - start]
     return out * (loss_mask > 0)
 
 

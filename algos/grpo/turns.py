@@ -10,6 +10,12 @@ is compared with theirs. The token advantage mixes the two levels::
 
 GiGPO's ``A_E + omega * A_S`` is ``w = omega / (1 + omega)``, scaled by ``1 + omega``.
 ``negative_advantage_scale`` applies to the mixed value.
+
+With ``turn_token_credit="prefix"`` a turn's advantage is split over its tokens: each token gets the
+change it made to the anchor group's mean return, taken over the turns that share the action up to
+it (a Monte Carlo value of every prefix of the action, from the turns already sampled). A Sudoku
+move that picks an empty cell and then a wrong digit is then pushed down at the digit alone;
+pushing the whole move down would teach the model to avoid the empty cell.
 """
 
 from __future__ import annotations
@@ -46,10 +52,13 @@ class TurnAdvantages:
     Attributes:
         per_episode: One ``(turns,)`` float32 array per episode given, in order.
         anchor_sizes: ``(A,)`` the number of turns in each anchor group.
+        per_token: With ``turn_token_credit="prefix"``, per episode and turn, a float32 array of
+            its sampled tokens' credit (:func:`prefix_credit`); None otherwise.
     """
 
     per_episode: list[np.ndarray]
     anchor_sizes: np.ndarray
+    per_token: list[list[np.ndarray]] | None = None
 
     def metrics(self) -> dict[str, float]:
         """``turn/anchor_groups``, ``turn/anchor_group_size_mean`` (turns per anchor group) and
@@ -97,5 +106,58 @@ def turn_advantages(rollouts: Sequence[Rollout], groups: np.ndarray, config: GRP
         if flat_ids.size
         else np.zeros(0, np.float32)
     )
-    per_episode = np.split(flat, np.cumsum(lengths)[:-1]) if lengths else []
-    return TurnAdvantages(per_episode, np.bincount(flat_ids, minlength=len(anchors)))
+    splits = np.cumsum(lengths)[:-1]
+    per_episode = np.split(flat, splits) if lengths else []
+    per_token = None
+    if config.turn_token_credit == "prefix" and flat_ids.size:
+        actions = [action for r in rollouts for action in turn_actions(r)]
+        credit = prefix_credit(actions, np.concatenate(returns), flat_ids, config.advantage_scaling, config.advantage_eps)
+        bounds = np.cumsum([0, *lengths])
+        per_token = [credit[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    return TurnAdvantages(per_episode, np.bincount(flat_ids, minlength=len(anchors)), per_token)
+
+
+def turn_actions(rollout: Rollout) -> list[np.ndarray]:
+    """The token ids each policy turn sampled (``turn_spans``), one array per turn reward; empty
+    for a turn without a span."""
+    spans = rollout.turn_spans or ()
+    ids = np.asarray(rollout.token_ids if rollout.token_ids is not None else (), dtype=np.int64)
+    return [ids[spans[t][0] : spans[t][1]] if t < len(spans) else ids[:0] for t in range(len(rollout.turn_rewards or ()))]
+
+
+def prefix_credit(actions: Sequence[np.ndarray], returns: np.ndarray, anchors: np.ndarray, scaling: str, eps: float) -> list[np.ndarray]:
+    """Each action token's credit: ``V(a[:k+1]) - V(a[:k])``, ``V(p)`` the mean return of the
+    anchor group's actions that start with ``p`` (``V`` of the empty prefix: the group's mean),
+    scaled as :func:`~textgym.algos.grpo.advantages.group_advantages` scales (the anchor group's
+    std, the batch's, or none).
+
+    An action's credits sum to the mean centred return of the actions equal to it; tokens that
+    every action of the group shares get 0, and so does every token of a state met once.
+
+    Example:
+        >>> actions = [np.array([7, 1]), np.array([7, 2]), np.array([8, 1]), np.array([8, 1])]
+        >>> [x.tolist() for x in prefix_credit(actions, np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(4, int), "none", 0.0)]
+        [[0.25, 0.5], [0.25, -0.5], [-0.25, 0.0], [-0.25, 0.0]]
+    """
+    returns = np.asarray(returns, dtype=np.float64)
+    anchors = np.asarray(anchors, dtype=np.int64)
+    centred = group_advantages(returns, anchors, "none").astype(np.float64)
+    counts = np.bincount(anchors)
+    if scaling == "group":
+        scale = np.sqrt(np.bincount(anchors, weights=centred**2) / counts) + eps
+    elif scaling == "batch":
+        scale = np.full(counts.size, returns.std() + eps)
+    else:
+        scale = np.ones(counts.size)
+    sums: dict[tuple[int, bytes], float] = {}
+    seen: dict[tuple[int, bytes], int] = {}
+    for action, g, anchor in zip(actions, centred, anchors):
+        for k in range(len(action) + 1):
+            key = (int(anchor), action[:k].tobytes())
+            sums[key] = sums.get(key, 0.0) + g
+            seen[key] = seen.get(key, 0) + 1
+    out = []
+    for action, anchor in zip(actions, anchors):
+        values = np.array([sums[key] / seen[key] for key in ((int(anchor), action[:k].tobytes()) for k in range(len(action) + 1))])
+        out.append((np.diff(values) / scale[anchor]).astype(np.float32))
+    return out

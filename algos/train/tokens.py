@@ -18,6 +18,8 @@ Example:
     6
     >>> sampled_tokens([episode])["tokens/decoded"], packed_tokens([episode, episode])["tokens/packed"]
     (1, 13)
+    >>> packed_tokens([episode, episode])["tokens/trained"]  # the LM head runs at sampled tokens only
+    6
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ def sampled_spans(loss_mask: np.ndarray) -> list[tuple[int, int]]:
 
 
 def sampled_tokens(rollouts: Sequence[Any]) -> dict[str, int]:
-    """``tokens/prefilled``, ``tokens/decoded`` and their ``tokens/*_pairs`` of sampling ``rollouts``."""
-    out: dict[str, int] = dict.fromkeys(("tokens/prefilled", "tokens/prefill_pairs", "tokens/decoded", "tokens/decode_pairs"), 0)
+    """``tokens/prefilled``, ``tokens/decoded`` and their ``tokens/*_pairs`` of sampling ``rollouts``;
+    ``tokens/sampled``: the positions whose LM head it computes (one a sampled token)."""
+    keys = ("tokens/prefilled", "tokens/prefill_pairs", "tokens/decoded", "tokens/decode_pairs", "tokens/sampled")
+    out: dict[str, int] = dict.fromkeys(keys, 0)
     prompts = set()
     for r in rollouts:
         spans = sampled_spans(r.loss_mask)
@@ -55,14 +59,16 @@ def sampled_tokens(rollouts: Sequence[Any]) -> dict[str, int]:
             out["tokens/prefilled"] += start - (end - 1)
             out["tokens/prefill_pairs"] += causal_pairs(end - 1, start)
         for start, end in spans:
+            out["tokens/sampled"] += end - start
             out["tokens/decoded"] += end - start - 1
             out["tokens/decode_pairs"] += causal_pairs(start, end - 1)
     return out
 
 
 def packed_tokens(rollouts: Sequence[Any]) -> dict[str, int]:
-    """``tokens/packed`` and ``tokens/packed_pairs``: one forward pass of the update over ``rollouts``."""
-    out = {"tokens/packed": 0, "tokens/packed_pairs": 0}
+    """``tokens/packed`` and ``tokens/packed_pairs``: one forward pass of the update over ``rollouts``;
+    ``tokens/trained``: the positions whose LM head it computes (one a trained token)."""
+    out = {"tokens/packed": 0, "tokens/packed_pairs": 0, "tokens/trained": 0}
     prompts = set()
     for r in rollouts:
         spans = sampled_spans(r.loss_mask)
@@ -75,4 +81,5 @@ def packed_tokens(rollouts: Sequence[Any]) -> dict[str, int]:
             out["tokens/packed_pairs"] += causal_pairs(0, first)
         out["tokens/packed"] += end - first
         out["tokens/packed_pairs"] += causal_pairs(first, end)
+        out["tokens/trained"] += int((np.asarray(r.loss_mask) > 0).sum())
     return out

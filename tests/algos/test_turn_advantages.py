@@ -108,6 +108,41 @@ def test_the_zero_std_filter_keeps_a_group_whose_turns_differ():
     assert drop_zero_std_groups(rollouts, no_turns) == (HAND[:3], 1)
 
 
+def move(action: list[int], reward: float) -> Rollout:
+    """A one-turn episode of group 0 from state "s": a two-token prompt, then ``action``."""
+    ids = np.array([90, 91, *action], dtype=np.int32)
+    mask = np.r_[0, 0, np.ones(len(action))].astype(np.int8)
+    return Rollout(
+        "e", "t", 0, [], reward, reward > 0, 1, True, False, token_ids=ids, loss_mask=mask,
+        turn_spans=[(2, 2 + len(action))], group=0, turn_rewards=[reward], turn_state_keys=["s"],
+    )  # fmt: skip
+
+
+def test_prefix_credit_gives_each_choice_its_own_credit():
+    # Every move writes token 5 (the format), then a cell (7 or 8), then a digit: only 7 then 1 pays.
+    moves = [move([5, 7, 1], 1.0), move([5, 7, 2], 0.0), move([5, 8, 1], 0.0), move([5, 8, 1], 0.0)]
+    config = GRPOConfig(group_size=4, micro_batch_size=4, max_length=16, advantage="turn", advantage_scaling="none")
+    prefix = pack(moves, dataclasses.replace(config, turn_token_credit="prefix"), pad_id=0).advantages
+    # Mean return 0.25; cell 7's moves average 0.5 (+0.25), cell 8's 0 (-0.25); then each digit.
+    want = [[0.0, 0.25, 0.5], [0.0, 0.25, -0.5], [0.0, -0.25, 0.0], [0.0, -0.25, 0.0]]
+    np.testing.assert_allclose(prefix[:, 2:5], want, atol=1e-6)
+    # The wrong digit at the right cell no longer pushes the cell down; a move's credits sum to its turn's.
+    whole = pack(moves, config, pad_id=0).advantages
+    np.testing.assert_allclose(whole[:, 2:5], [[0.75] * 3, [-0.25] * 3, [-0.25] * 3, [-0.25] * 3], atol=1e-6)
+    np.testing.assert_allclose(prefix.sum(axis=1), whole[:, 2], atol=1e-6)
+    assert not prefix[:, :2].any()
+
+
+def test_prefix_credit_scales_as_the_turn_and_is_zero_for_a_state_met_once():
+    moves = [move([5, 7, 1], 1.0), move([5, 7, 2], 0.0), move([5, 8, 1], 0.0)]
+    config = GRPOConfig(group_size=3, advantage="turn", turn_token_credit="prefix")
+    got = rollout_advantages(moves, config)
+    for turn, tokens in zip(got.turns, got.tokens):
+        np.testing.assert_allclose(tokens[0].sum(), turn[0], atol=1e-5)  # each action is unique here
+    alone = rollout_advantages([dataclasses.replace(moves[0], group=1), *moves[1:]], config).tokens
+    assert not alone[0][0].any()
+
+
 def test_turn_advantages_need_per_turn_records():
     old = dataclasses.replace(HAND[0], turn_rewards=None)
     with pytest.raises(ValueError, match="turn_rewards and turn_state_keys"):
@@ -193,7 +228,7 @@ def test_episode_advantages_are_bit_for_bit_the_loss_of_before(changes, advantag
 
 
 def test_config_validates_the_turn_fields_and_the_flags_set_them(capsys):
-    for bad in ({"advantage": "step"}, {"turn_advantage_weight": 1.5}, {"turn_discount": -0.1}):
+    for bad in ({"advantage": "step"}, {"turn_advantage_weight": 1.5}, {"turn_discount": -0.1}, {"turn_token_credit": "cell"}):
         with pytest.raises(ValueError):
             GRPOConfig(**bad)
     argv = ["train", "--preset", "sudoku-tiny", "--advantage", "turn", "--turn-advantage-weight", "0.5", "--turn-discount", "0"]
