@@ -61,15 +61,18 @@ class TurnAdvantages:
     per_token: list[list[np.ndarray]] | None = None
 
     def metrics(self) -> dict[str, float]:
-        """``turn/anchor_groups``, ``turn/anchor_group_size_mean`` (turns per anchor group) and
+        """``turn/anchor_groups``, ``turn/anchor_group_size_mean`` (turns per anchor group),
         ``turn/singleton_fraction`` (of turns whose state no other turn of their group left from:
-        their turn advantage is 0)."""
+        their turn advantage is 0) and ``turn/credited_fraction`` (of turns whose turn advantage is
+        not 0: with a sparse reward and ``turn_discount=0`` only the last turns of solved episodes)."""
         sizes = self.anchor_sizes
         turns = int(sizes.sum())
+        credited = sum(int(np.count_nonzero(a)) for a in self.per_episode)
         return {
             "turn/anchor_groups": float(sizes.size),
             "turn/anchor_group_size_mean": float(sizes.mean()) if sizes.size else 0.0,
             "turn/singleton_fraction": float((sizes == 1).sum() / turns) if turns else 0.0,
+            "turn/credited_fraction": credited / turns if turns else 0.0,
         }
 
 

@@ -58,6 +58,7 @@ def test_a_hand_made_group_gets_the_anchor_groups_advantages():
         "turn/anchor_groups": 3.0,
         "turn/anchor_group_size_mean": pytest.approx(7 / 3),
         "turn/singleton_fraction": pytest.approx(1 / 7),
+        "turn/credited_fraction": pytest.approx(6 / 7),
     }
 
 
