@@ -70,9 +70,9 @@ def floors(s: Shapes, rates: dict, model: str, tokens: dict[str, int], episodes:
     prefill = linear(tokens["prefilled"], prefill_heads, "forward") + s.attention_flops(tokens["prefill_pairs"], 1) / rate(
         rates, model, "attention", "causal_gflops"
     )
-    decode = linear(tokens["decoded"], tokens["decoded"], "forward", at=episodes) + s.attention_flops(
-        tokens["decode_pairs"], 1
-    ) / rate(rates, model, "attention", "decode_gflops")
+    decode = linear(tokens["decoded"], tokens["decoded"], "forward", at=episodes) + s.attention_flops(tokens["decode_pairs"], 1) / rate(
+        rates, model, "attention", "decode_gflops"
+    )
     trained_heads = tokens.get("trained", tokens["packed"])
     forward = linear(tokens["packed"], trained_heads, "forward")
     backward = 2 * linear(tokens["packed"], trained_heads, "backward")

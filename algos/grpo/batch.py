@@ -256,6 +256,7 @@ def rollout_advantages(rollouts: Sequence[Rollout], config: GRPOConfig) -> Advan
         return Advantages(episodes)
     anchors = turn_advantages([rollouts[i] for i in kept], dense, config)
     w = config.turn_advantage_weight
+
     def mixed(i: int, turn: np.ndarray) -> np.ndarray:
         return _scale_negative(((1.0 - w) * np.float64(raw[i]) + w * turn.astype(np.float64)).astype(np.float32), config)
 
