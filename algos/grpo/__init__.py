@@ -35,9 +35,9 @@ from textgym.algos.grpo.batch import (
     pack,
     pad_rows,
     policy_prefix,
-    shaped_rewards,
     split_micro_batches,
 )
+from textgym.algos.grpo.credit import shaped_rewards
 from textgym.algos.grpo.learner import BaseLearner, LanguageModel, Learner, rollout_correction
 from textgym.algos.grpo.loss import grpo_loss
 from textgym.algos.grpo.seeds import SeedTree

@@ -18,7 +18,7 @@ from textgym.algos import backends
 from textgym.algos.config import GRPOConfig, TrainConfig
 from textgym.algos.distributed import processes
 from textgym.algos.grpo import drop_zero_std_groups, pack, policy_prefix
-from textgym.algos.grpo.batch import Advantages, rollout_advantages
+from textgym.algos.grpo.credit import Advantages, rollout_advantages
 from textgym.algos.models.files import read_json
 from textgym.algos.train.episodes import collect_step
 from textgym.algos.train.report import ROLLOUTS, env_name, write_step_rollouts

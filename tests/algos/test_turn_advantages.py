@@ -11,7 +11,7 @@ import pytest
 
 from tests.algos.tiny_batches import multi_turn_rollouts
 from textgym.algos.grpo import GRPOConfig, drop_zero_std_groups, grpo_loss, pack, policy_prefix, split_micro_batches
-from textgym.algos.grpo.batch import rollout_advantages
+from textgym.algos.grpo.credit import rollout_advantages
 from textgym.algos.grpo.prompts import split_prompts
 from textgym.algos.grpo.turns import turn_returns
 from textgym.cli import main
