@@ -19,6 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from textgym.algos.config import checks
+from textgym.algos.config.checks import default_output_dir, warm_start
 from textgym.algos.config.fields import check_choices, documented, option
 from textgym.algos.config.grpo import LORA_TARGETS, GRPOConfig
 from textgym.algos.config.mesh import parse_mesh
@@ -94,12 +96,6 @@ _SFT_TURNS = (
 _TRAINABLE = "Train only the top this many decoder layers (see ``GRPOConfig.trainable_layers``; ``None``: every parameter)."
 
 
-def warm_start(source: str) -> dict[str, str]:
-    """Field metadata: a warm start of ``textgym train`` takes this SFT field from ``source``, a
-    ``TrainConfig`` attribute (``grpo.<name>`` for one of its GRPO settings)."""
-    return {"warm_start": source}
-
-
 @documented
 @dataclass(frozen=True, kw_only=True)
 class SFTConfig:
@@ -160,13 +156,13 @@ class SFTConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
-        object.__setattr__(self, "report_to", _trackers(self.report_to))
+        object.__setattr__(self, "report_to", checks.trackers(self.report_to))
         if not isinstance(self.env, str):
-            object.__setattr__(self, "env", _distinct_ids(self.env))
+            object.__setattr__(self, "env", checks.distinct_ids(self.env))
         check_choices(self)
-        _check_positive(self, "batch_size", "max_length", "micro_batch_size", "num_envs", "threads", "tiny_layers")
-        _check_tiny_layers(self)
-        _check_data_parallel(self)
+        checks.check_positive(self, "batch_size", "max_length", "micro_batch_size", "num_envs", "threads", "tiny_layers")
+        checks.check_tiny_layers(self)
+        checks.check_data_parallel(self)
         if self.steps < 0 or self.demos < 0:  # 0: a warm start that `textgym train` skips
             raise ValueError(f"steps and demos must be >= 0, got {self.steps}, {self.demos}")
 
@@ -177,11 +173,11 @@ class SFTConfig:
 
     def kwargs_of(self, env: str) -> dict[str, Any]:
         """``gym.make`` keyword arguments of ``env`` (``env_kwargs``, or its entry when keyed by env id)."""
-        return _entry(self.env_kwargs, self.envs, env) or {}
+        return checks.env_entry(self.env_kwargs, self.envs, env) or {}
 
     def oracle_kwargs_of(self, env: str) -> dict[str, Any] | None:
         """``oracle_action`` keyword arguments of ``env`` (``oracle_kwargs``, or its entry when keyed by env id)."""
-        return _entry(self.oracle_kwargs, self.envs, env)
+        return checks.env_entry(self.oracle_kwargs, self.envs, env)
 
     @property
     def optimizer(self) -> OptimizerConfig:
@@ -307,8 +303,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.env, str):
-            object.__setattr__(self, "env", _distinct_ids(self.env))
-        object.__setattr__(self, "report_to", _trackers(self.report_to))
+            object.__setattr__(self, "env", checks.distinct_ids(self.env))
+        object.__setattr__(self, "report_to", checks.trackers(self.report_to))
         if self.env_weights is not None:
             object.__setattr__(self, "env_weights", tuple(float(w) for w in self.env_weights))
             finite = all(math.isfinite(w) and w >= 0 for w in self.env_weights)  # NaN passes both < 0 and <= 0
@@ -319,7 +315,7 @@ class TrainConfig:
             if not self.env_url or len(self.envs) > 1:
                 raise ValueError("env_url serves one env: give one --env and one or more --env-url")
         check_choices(self)
-        _check_positive(
+        checks.check_positive(
             self,
             "steps",
             "prompts_per_step",
@@ -332,8 +328,8 @@ class TrainConfig:
             "sft_batch_size",
             "tiny_layers",
         )
-        _check_tiny_layers(self)
-        _check_data_parallel(self)
+        checks.check_tiny_layers(self)
+        checks.check_data_parallel(self)
         if min(self.log_rollouts_every, self.sft_steps, self.branch_groups, self.branch_turns) < 0:
             raise ValueError(
                 "log_rollouts_every, sft_steps, branch_groups and branch_turns must be >= 0, got "
@@ -367,7 +363,7 @@ class TrainConfig:
 
     def kwargs_of(self, env: str) -> dict[str, Any]:
         """``gym.make`` keyword arguments of ``env`` (``env_kwargs``, or its entry when keyed by env id)."""
-        return _entry(self.env_kwargs, self.envs, env) or {}
+        return checks.env_entry(self.env_kwargs, self.envs, env) or {}
 
     def replace(self, **changes: Any) -> TrainConfig:
         return dataclasses.replace(self, **changes)
@@ -396,66 +392,7 @@ class TrainConfig:
         """The warm start's config: each :class:`SFTConfig` field from the ``TrainConfig`` attribute its
         ``warm_start`` metadata names in the resolved config (the others keep their defaults)."""
         source = self.resolved()
-        values = {f.name: _attribute(source, f.metadata["warm_start"]) for f in dataclasses.fields(SFTConfig) if "warm_start" in f.metadata}
+        values = {
+            f.name: checks.attribute(source, f.metadata["warm_start"]) for f in dataclasses.fields(SFTConfig) if "warm_start" in f.metadata
+        }
         return SFTConfig(**values)
-
-
-def _distinct_ids(envs: Any) -> tuple[str, ...]:
-    envs = tuple(envs)
-    if not envs or len(set(envs)) != len(envs):
-        raise ValueError(f"expected one or more distinct env ids, got {list(envs)}")
-    return envs
-
-
-def _trackers(value: Any) -> tuple[str, ...]:
-    """``report_to`` as a tuple without repeats; a string is read as the command line's comma-separated list
-    (TRL's ``report_to="tensorboard,wandb"``; ``"none"``: none)."""
-    if isinstance(value, str):
-        value = [] if value.strip() == "none" else [v.strip() for v in value.split(",") if v.strip()]
-    return tuple(dict.fromkeys(value))
-
-
-def _entry(value: dict[str, Any] | None, envs: tuple[str, ...], env: str) -> dict[str, Any] | None:
-    """``value`` for ``env``: its entry when ``value`` is keyed by the env ids of a mixture, else ``value``."""
-    if value is not None and len(envs) > 1 and value and set(value) <= set(envs):
-        value = value.get(env)
-    return None if value is None else dict(value)
-
-
-def _attribute(config: Any, path: str) -> Any:
-    """``config``'s attribute at a dotted ``path``; a numeric part indexes a tuple."""
-    for part in path.split("."):
-        config = config[int(part)] if part.isdigit() else getattr(config, part)
-    return config
-
-
-def _check_positive(config: Any, *names: str) -> None:
-    for name in names:
-        value = getattr(config, name)
-        if value is not None and value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
-
-
-def _check_tiny_layers(config: Any) -> None:
-    if config.tiny_layers is not None and str(config.model) != "tiny":
-        raise ValueError(f"tiny_layers is for model='tiny', got model={str(config.model)!r}")
-    if config.tiny_vocab != "bytes" and str(config.model) != "tiny":
-        raise ValueError(f"tiny_vocab is for model='tiny', got model={str(config.model)!r}")
-
-
-def _check_data_parallel(config: Any) -> None:
-    if config.data_parallel == "fsdp" and config.backend != "torch":
-        raise ValueError(
-            f"data_parallel='fsdp' is for the torch backend, got backend={config.backend!r} (JAX shards with --mesh, e.g. 'data=1,fsdp=N')"
-        )
-
-
-def default_output_dir(env: str | tuple[str, ...], suffix: str) -> str:
-    """``runs/<env name>-<suffix>`` (a mixture joins its env names with ``+``).
-
-    Example:
-        >>> default_output_dir(("textgym/Sudoku-v0", "textgym/Code-v0"), "jax")
-        'runs/sudoku-v0+code-v0-jax'
-    """
-    envs = (env,) if isinstance(env, str) else env
-    return "runs/" + "+".join(e.split("/")[-1].lower() for e in envs) + f"-{suffix}"
