@@ -51,7 +51,7 @@ def trained(model_dir, tmp_path_factory):
     batch = pack(rollouts(1), CONFIG, pad_id=0)
     t = torch_backend.Learner(torch_backend.load_model(model_dir), CONFIG)
     j = jax_backend.Learner(jax_backend.load_model(model_dir), CONFIG)
-    start = (get_adapters(t.model, t.lora_modules), j.adapters())
+    start = (get_adapters(t.network, t.lora_modules), j.adapters())
     metrics = (t.train_step(batch), j.train_step(batch))
     t.export(out / "torch"), j.export(out / "jax")
     return {"t": t, "j": j, "start": start, "metrics": metrics, "out": out, "batch": batch}
@@ -118,7 +118,7 @@ def test_checkpoints_restore_the_adapter_and_optimiser(trained, tmp_path):
     other = torch_backend.Learner(torch_backend.load_model(trained["t"].model.path), CONFIG)
     other.restore(tmp_path / "t")
     np.testing.assert_allclose(
-        get_adapters(other.model, other.lora_modules)[t.lora_modules[0]][1], get_adapters(t.model, t.lora_modules)[t.lora_modules[0]][1]
+        get_adapters(other.network, other.lora_modules)[t.lora_modules[0]][1], get_adapters(t.network, t.lora_modules)[t.lora_modules[0]][1]
     )
 
 
