@@ -2,7 +2,7 @@
 
 In one call, for each backend (torch, JAX):
 
-* the **sampler**: ``policy.generate`` of ``--batch`` prompts of ``--prompt-len`` random tokens,
+* the **sampler**: ``model.generate`` of ``--batch`` prompts of ``--prompt-len`` random tokens,
   exactly ``--new-tokens`` new tokens each (no end-of-turn stop), bf16 weights; generated tokens/s;
 * a **GRPO update**: ``Learner.train_step`` on ``--update-seqs`` packed sequences of
   ``--update-len`` tokens (half prompt, half completion), bf16 compute on float32 master weights;
@@ -124,9 +124,9 @@ def check_backend(name: str, path: Any, args: argparse.Namespace, params: int, p
         loss_aggregation="token-mean",
     )
     # torch keeps float32 master weights in the model it trains; the JAX learner keeps its own.
-    policy = backend.load_model(path, dtype="float32" if name == "torch" else args.dtype, **device)
-    learner = backend.Learner(policy, config)
-    packed = update_batch(args, vocab, policy.pad_id, config)
+    model = backend.load_model(path, dtype="float32" if name == "torch" else args.dtype, **device)
+    learner = backend.Learner(model, config)
+    packed = update_batch(args, vocab, model.pad_id, config)
     update_s = timed(lambda: learner.train_step(packed), args.repeats, sync)
     tokens = args.update_seqs * args.update_len
     return {

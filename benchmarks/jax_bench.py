@@ -83,12 +83,12 @@ def timed(fn, repeats: int) -> tuple[float, float]:
 def worker_jax_sample(args) -> dict:
     from textgym.algos.jax import load_model
 
-    policy = load_model(args.path)
-    ps = prompts(args.batch, args.prompt, policy.config.vocab_size)
+    model = load_model(args.path)
+    ps = prompts(args.batch, args.prompt, model.config.vocab_size)
     seeds = iter(range(1000))
 
     def run():
-        ids, _ = policy.generate(ps, args.new, 1.0, next(seeds), eos_ids=())
+        ids, _ = model.generate(ps, args.new, 1.0, next(seeds), eos_ids=())
         assert all(len(i) == args.new for i in ids)
 
     first, steady = timed(run, args.repeats)
@@ -135,13 +135,13 @@ def worker_jax_train(args) -> dict:
     from textgym.algos.grpo import Batch, GRPOConfig
     from textgym.algos.jax import Learner, load_model
 
-    policy = load_model(args.path)
+    model = load_model(args.path)
     b, t = args.batch, args.train_len
     rng = np.random.default_rng(0)
     loss_mask = np.ones((b, t), np.float32)
     loss_mask[:, : t // 4] = 0  # a quarter prompt, three quarters policy tokens
     batch = Batch(
-        input_ids=rng.integers(1, policy.config.vocab_size, (b, t)).astype(np.int32),
+        input_ids=rng.integers(1, model.config.vocab_size, (b, t)).astype(np.int32),
         attention_mask=np.ones((b, t), np.int32),
         positions=np.tile(np.arange(t, dtype=np.int32), (b, 1)),
         loss_mask=loss_mask,
@@ -152,7 +152,7 @@ def worker_jax_train(args) -> dict:
         num_sequences=b,
         token_count=int(loss_mask.sum()),
     )
-    learner = Learner(policy, GRPOConfig(micro_batch_size=args.micro, lr=1e-6, compute_dtype=args.dtype))
+    learner = Learner(model, GRPOConfig(micro_batch_size=args.micro, lr=1e-6, compute_dtype=args.dtype))
     first, steady = timed(lambda: learner.train_step(batch), args.repeats)
     return {"first_s": first, "steady_s": steady, "tokens_per_s": b * t / steady}
 

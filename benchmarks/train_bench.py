@@ -176,7 +176,7 @@ def worker_textgym(args: argparse.Namespace, backend_name: str) -> dict:
     from textgym.rollout import collect
 
     backend = load_backend(backend_name, args.threads)
-    policy = backend.load_model(args.model)
+    model = backend.load_model(args.model)
     config = GRPOConfig(
         group_size=args.group_size,
         lr=args.lr,
@@ -187,17 +187,17 @@ def worker_textgym(args: argparse.Namespace, backend_name: str) -> dict:
         loss_aggregation="token-mean",
         **finetune_fields(args.finetune),
     )
-    learner = backend.Learner(policy, config)
+    learner = backend.Learner(model, config)
     tokenizer = models.load_tokenizer(args.model)
     episodes = args.prompts * args.group_size
     venv = token_venv(ENV_ID, args.env_kwargs, tokenizer, tiny.compact_chat_template(), episodes)
     times, tokens, split = [], [], []
     for step in range(args.steps):
         t0 = time.perf_counter()
-        actor = ModelPolicy(policy, max_new_tokens=args.max_new_tokens, temperature=1.0, seed=step)
+        actor = ModelPolicy(model, max_new_tokens=args.max_new_tokens, temperature=1.0, seed=step)
         rollouts = collect(venv, actor, seeds=range(step * args.prompts, (step + 1) * args.prompts), group_size=args.group_size)
         t1 = time.perf_counter()
-        learner.train_step(pack([policy_prefix(r) for r in rollouts], config, pad_id=policy.pad_id))
+        learner.train_step(pack([policy_prefix(r) for r in rollouts], config, pad_id=model.pad_id))
         times.append(time.perf_counter() - t0)
         tokens.append(int(sum(int(np.sum(r.loss_mask)) for r in rollouts)))
         policy_s = sum(r.timing.get("policy_s", 0.0) for r in rollouts) / len(rollouts)  # every episode waits the batched calls

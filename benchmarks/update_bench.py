@@ -99,9 +99,9 @@ def main() -> None:
     }
     for name in args.backends:
         backend = load_backend(name, args.threads)
-        policy = backend.load_model(path)
-        batch = pack(rollouts, grpo, pad_id=policy.pad_id)
-        learner = backend.Learner(policy, grpo)
+        model = backend.load_model(path)
+        batch = pack(rollouts, grpo, pad_id=model.pad_id)
+        learner = backend.Learner(model, grpo)
         first = step_cpu_seconds(learner, batch)
         steady = statistics.median(step_cpu_seconds(learner, batch) for _ in range(args.repeats)) if args.repeats else first
         results[name] = {

@@ -150,7 +150,7 @@ class RemoteEnv(gym.Env):
 
     def _reset_on_one(self, frame: str) -> dict[str, Any]:
         if self._ws is None:
-            self._connect()
+            self._open_connection()
         try:
             return self._exchange(frame)
         except _Malformed:
@@ -158,7 +158,7 @@ class RemoteEnv(gym.Env):
         except RemoteError as exc:
             if exc.code not in (None, "SESSION_ERROR"):
                 raise
-            self._connect()  # the server closed an idle session, or restarted: one fresh try
+            self._open_connection()  # the server closed an idle session, or restarted: one fresh try
             return self._exchange(frame)
 
     def _reset_on_some(self, frame: str) -> dict[str, Any]:
@@ -168,7 +168,7 @@ class RemoteEnv(gym.Env):
             try:
                 if self._ws is None or url != self.url:
                     self.url = url
-                    self._connect()
+                    self._open_connection()
                 reply = self._exchange(frame)
             except _Malformed:
                 raise
@@ -242,7 +242,7 @@ class RemoteEnv(gym.Env):
 
     # ----- the connection -----
 
-    def _connect(self) -> None:
+    def _open_connection(self) -> None:
         from websockets.sync.client import connect
 
         self.close()
@@ -407,7 +407,7 @@ def check_servers(urls: Sequence[str], *, timeout: float = 10.0, token: str | No
     for url in urls:
         env = RemoteEnv(url, timeout=timeout, token=token)
         try:
-            env._connect()
+            env._open_connection()
         except RemoteError as exc:
             dead.append(str(exc).removeprefix("cannot connect to "))
         finally:

@@ -1,4 +1,4 @@
-"""The backend contract: what a policy and a learner provide, and the train step they share.
+"""The backend contract: what a language model and a learner provide, and the train step they share.
 
 Both backends (``textgym.algos.jax`` and ``textgym.algos.torch``) implement :class:`LanguageModel` and
 subclass :class:`BaseLearner`. The base class owns everything that is not framework maths, once:
@@ -26,6 +26,7 @@ import dataclasses
 import json
 import os
 import re
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
@@ -88,9 +89,9 @@ class LanguageModel(Protocol):
 
 @runtime_checkable
 class Learner(Protocol):
-    """Trains a :class:`LanguageModel` in place; ``Learner(policy, config, *, mesh=None)`` in both backends."""
+    """Trains a :class:`LanguageModel` in place; ``Learner(model, config, *, mesh=None)`` in both backends."""
 
-    policy: Any
+    model: Any
     config: GRPOConfig
     step: int
 
@@ -175,15 +176,22 @@ def rollout_correction(sampler: np.ndarray, learner: np.ndarray, mask: np.ndarra
 class BaseLearner(ABC):
     """The framework-free half of a GRPO learner; a backend subclasses it and fills in the rest.
 
-    Subclasses set ``policy``, ``config`` and ``step`` and implement :meth:`update` (one optimiser
+    Subclasses set ``model`` (the :class:`LanguageModel` trained), ``config`` and ``step`` and implement :meth:`update` (one optimiser
     step on a padded batch) and the state hooks :meth:`export`, :meth:`_export_reference`,
     :meth:`_restore_weights`, :meth:`_adam_state` and :meth:`_load_adam_state`.
     """
 
-    policy: Any
+    model: Any
     config: GRPOConfig
     step: int
     is_writer: bool = True  # whether this process writes checkpoints (torch: rank 0 only)
+
+    @property
+    def policy(self) -> Any:
+        """The old name of :attr:`model`, kept for existing code; "policy" now names what acts in an env
+        (:mod:`textgym.policies`), never the trained weights."""
+        warnings.warn("Learner.policy is renamed Learner.model", DeprecationWarning, stacklevel=2)
+        return self.model
 
     # ----- training -----
 
@@ -227,7 +235,7 @@ class BaseLearner(ABC):
 
     def _old_logprobs(self, batch: Batch) -> np.ndarray:
         # Only the trained tokens' old logprobs are read (the ratio, the rollout correction).
-        return self.policy.logprobs(batch.input_ids, batch.attention_mask, temperature=self.config.temperature, scored=batch.loss_mask)
+        return self.model.logprobs(batch.input_ids, batch.attention_mask, temperature=self.config.temperature, scored=batch.loss_mask)
 
     @abstractmethod
     def update(self, batch: Batch) -> dict[str, float]:

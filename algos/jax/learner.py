@@ -11,7 +11,7 @@ forward pass. Each micro-batch is cut at its rows' prompts
 With LoRA (``lora_rank > 0``) the decoder is built with Flax NNX's ``nnx.LoRALinear`` on the
 targets (:mod:`textgym.algos.jax.lora`): only its ``nnx.LoRAParam`` adapters are differentiated
 and optimised, the base weights stay frozen, the KL reference is the graph without adapters,
-and the policy scores and samples through the adapted graph.
+and the language model scores and samples through the adapted graph.
 
 Over several processes (``jax.distributed``), the mesh spans every process's devices and the
 learner is data-parallel across them: each process passes the same global batch, its devices
@@ -123,7 +123,7 @@ def update(
     ``scored`` ``(n_micro, K)``: each micro-batch's trained positions (see :func:`_logprobs`), the
     only ones the LM head runs at.
 
-    Static on the graphs (the policy's and the KL reference's, which with LoRA is the base model
+    Static on the graphs (the trained model's and the KL reference's, which with LoRA is the base model
     without adapters) and the configs, so learners of one architecture share the compilation.
 
     Returns:
@@ -171,7 +171,7 @@ class Learner(BaseLearner):
     """Trains a :class:`~textgym.algos.jax.model.JaxLanguageModel` with GRPO, updating its weights in place.
 
     Args:
-        policy: The policy to train (its ``params`` are replaced after every update).
+        model: The language model to train (its ``params`` are replaced after every update).
         config: The GRPO configuration.
         mesh: A ``(data, fsdp)`` mesh from :func:`~textgym.algos.jax.sharding.make_mesh`, or None
             for one device. ``micro_batch_size`` must be a multiple of the mesh size.
@@ -180,7 +180,7 @@ class Learner(BaseLearner):
 
     def __init__(
         self,
-        policy: JaxLanguageModel,
+        model: JaxLanguageModel,
         config: GRPOConfig,
         *,
         mesh: jax.sharding.Mesh | None = None,
@@ -190,26 +190,26 @@ class Learner(BaseLearner):
             raise ValueError(f"micro_batch_size must be a multiple of the mesh size {mesh.size}, got {config.micro_batch_size}")
         if jax.process_count() > 1 and (mesh is None or mesh.shape["fsdp"] > 1):
             raise ValueError("over several JAX processes the learner is data-parallel: give it a mesh data=<all devices>")
-        self.policy, self.config, self.mesh = policy, config, mesh
+        self.model, self.config, self.mesh = model, config, mesh
         self.is_writer = jax.process_index() == 0
         self.optimizer_config = optimizer or config.optimizer
         self.optimizer = make_optimizer(self.optimizer_config)
         self.schedule = make_schedule(self.optimizer_config)
         self.step = 0
-        params = jax.tree.map(lambda a: jnp.array(a, jnp.float32, copy=True), policy.params)
-        self.graphdef = self.ref_graphdef = policy.graphdef
+        params = jax.tree.map(lambda a: jnp.array(a, jnp.float32, copy=True), model.params)
+        self.graphdef = self.ref_graphdef = model.graphdef
         if config.lora_rank:  # the seeded adapters both backends start from; the base stays frozen
-            self.graphdef, lora = add_lora(policy.config, params, config)
+            self.graphdef, lora = add_lora(model.config, params, config)
             params = {"base": params, "lora": jax.tree.map(jnp.asarray, lora)}
         self.params = self._place(params)
-        # The reference is the starting policy, frozen (LoRA: the base, inside `update`); without a
+        # The reference is the starting weights, frozen (LoRA: the base, inside `update`); without a
         # KL term it is never needed.
         self.ref_params = jax.tree.map(jnp.copy, self.params) if config.kl_beta > 0 and not config.lora_rank else None
         self.opt_state = self._place(self.optimizer.init(_split(self.params, config)[0]))
         # The last batch's micro-batches and trained positions, reused across iterations.
         self._stacked: tuple[Batch, tuple[PromptSplit, np.ndarray]] | None = None
         if config.lora_rank:
-            self._publish()  # from now on the policy scores and samples through the adapted graph
+            self._publish()  # from now on the model scores and samples through the adapted graph
 
     def _place(self, tree):
         if self.mesh is None:
@@ -223,7 +223,7 @@ class Learner(BaseLearner):
         a micro-batch, in :func:`fine_bucket` steps, so the step compiles once per bucket)."""
         if self._stacked is not None and self._stacked[0] is batch:
             return self._stacked[1]
-        pad = self.policy.pad_id
+        pad = self.model.pad_id
         splits = [split_prompts(m, pad, _PROMPT_MULTIPLE) for m in split_micro_batches(batch, self.config.micro_batch_size)]
         prompts = bucket_length(max(len(s.prompt_ids) for s in splits), _UNBOUNDED, min_bucket=1)
         width = max(s.prompt_ids.shape[1] for s in splits)
@@ -278,12 +278,12 @@ class Learner(BaseLearner):
         return {k: float(_local(v)) for k, v in metrics.items()} | {"stats/lr": lr}
 
     def _publish(self) -> None:
-        """Give the policy (the sampler) the new weights, in its own dtype (this process's copy),
+        """Give the language model (the sampler) the new weights, in its own dtype (this process's copy),
         and the graph they fill (with LoRA, the adapted one: it samples with the adapters applied)."""
-        dtype = jax.tree.leaves(self.policy.params)[0].dtype
+        dtype = jax.tree.leaves(self.model.params)[0].dtype
         weights = merge_trees(self.params["lora"], self.params["base"]) if self.config.lora_rank else self.params
-        self.policy.graphdef = self.graphdef
-        self.policy.params = jax.tree.map(lambda p: _local(p).astype(dtype), weights)
+        self.model.graphdef = self.graphdef
+        self.model.params = jax.tree.map(lambda p: _local(p).astype(dtype), weights)
 
     def adapters(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """The LoRA adapters' ``(A, B)`` by module, in peft's layout (float32 numpy copies)."""
@@ -296,18 +296,18 @@ class Learner(BaseLearner):
         tokenizer files (process 0 only); with LoRA, the adapter in peft's format (and ``merged/``
         with ``lora_merge``)."""
         if self.is_writer and not self.config.lora_rank:
-            export_params(jax.tree.map(_local, self.params), self.policy.config, directory, source_dir=self.policy.path)
+            export_params(jax.tree.map(_local, self.params), self.model.config, directory, source_dir=self.model.path)
         elif self.is_writer:
-            save_adapter(directory, self.adapters(), self.config, self.policy.path)
-            copy_side_files(self.policy.path, directory)
+            save_adapter(directory, self.adapters(), self.config, self.model.path)
+            copy_side_files(self.model.path, directory)
             if self.config.lora_merge:
                 base, lora = (jax.tree.map(_local, self.params[k]) for k in ("base", "lora"))
                 merged = merge_lora(base, lora, self.config.lora_scale)
-                export_params(merged, self.policy.config, Path(directory) / MERGED, source_dir=self.policy.path)
+                export_params(merged, self.model.config, Path(directory) / MERGED, source_dir=self.model.path)
         self._barrier()
 
     def _export_reference(self, directory: Path) -> None:
-        export_params(jax.tree.map(_local, self.ref_params), self.policy.config, directory)
+        export_params(jax.tree.map(_local, self.ref_params), self.model.config, directory)
 
     def _barrier(self) -> None:
         if jax.process_count() > 1:
@@ -322,8 +322,8 @@ class Learner(BaseLearner):
             self._publish()
             return
         try:
-            params = load_params(directory, self.policy.config)
-            ref = None if reference is None else load_params(reference, self.policy.config)
+            params = load_params(directory, self.model.config)
+            ref = None if reference is None else load_params(reference, self.model.config)
         except ValueError as exc:
             raise CheckpointMismatch(f"checkpoint {str(directory)!r} does not match the model: {exc}") from exc
         self.params = self._place(jax.tree.map(jnp.asarray, params))

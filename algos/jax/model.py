@@ -1,7 +1,7 @@
 """A language model loaded from a Hugging Face directory: scoring and sampling token ids.
 
 :func:`load_model` is the backend's entry point; the torch backend's ``load_model`` returns an
-object with the same methods. The policy owns its parameters; a
+object with the same methods. The model owns its parameters; a
 :class:`~textgym.algos.jax.learner.Learner` updates them in place, so the next ``generate``
 samples from the trained weights.
 """

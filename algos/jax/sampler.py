@@ -1,6 +1,6 @@
 """Batched sampling with a KV cache: one jitted prefill, one jitted decode loop.
 
-The jitted functions take the model's graph as a static argument, so every policy of one
+The jitted functions take the model's graph as a static argument, so every model of one
 architecture (a reloaded checkpoint, a learner's updated weights) shares their compilations.
 
 Shapes are static and bucketed so a training run compiles a few times, not every step: the

@@ -1,12 +1,12 @@
 """FSDP2 for the torch learner: the trained copy of the model sharded over the ranks.
 
-With ``data_parallel="fsdp"`` and several ranks, the learner trains a copy of the policy's model
+With ``data_parallel="fsdp"`` and several ranks, the learner trains a copy of the language model's module
 whose parameters, gradients and AdamW moments are split over the ranks: :func:`shard` applies
 ``fully_shard`` to each decoder layer, then to the root (FSDP2's recommended plan: a layer's
 weights are gathered just before it runs and freed after). The root holds the token embedding
 and the head, so a tied head stays one parameter with its embedding.
 
-The policy keeps its whole model: each rank samples its own episodes, whose lengths differ, while
+The language model keeps its whole module: each rank samples its own episodes, whose lengths differ, while
 a sharded forward pass needs every rank to take part. After each update the learner gathers the
 trained parameters into it (:func:`gather_into`), so sampling, the checkpoints rank 0 writes from
 it and their layout are those of DDP; a restore loads the whole model and hands each rank its

@@ -51,26 +51,28 @@ class Learner(BaseLearner):
     """GRPO updates of a :class:`~textgym.algos.torch.model.TorchLanguageModel`'s model, in place.
 
     Args:
-        policy: The policy to train; its sampler sees every update immediately.
+        model: The language model to train; its sampler sees every update immediately.
         config: The GRPO configuration (loss, optimiser, micro-batch size, dtype).
         optimizer: The optimiser's settings; None: ``config.optimizer`` (the SFT warm start has its own).
         mesh: Only None: torch scales over ``torch.distributed`` ranks (``torchrun``) instead of
             a JAX device mesh.
         data_parallel: How several ranks split the learner: ``ddp`` (each holds every weight,
-            gradient and moment) or ``fsdp`` (they are sharded over the ranks, while the policy
-            keeps the whole weights it samples with). Ignored with one rank.
+            gradient and moment) or ``fsdp`` (they are sharded over the ranks, while the language
+            model keeps the whole weights it samples with). Ignored with one rank.
 
     Attributes:
+        model: The language model trained (``learner.policy`` is its deprecated old name).
+        network: The ``torch.nn.Module`` the optimiser steps: ``model.model``, or with
+            :attr:`sharded` a sharded copy of it.
         step: Optimiser steps taken (restored by :meth:`restore`).
         rank: This process's rank (0 without ``torch.distributed``).
         world_size: Number of data-parallel ranks.
-        sharded: Whether the trained weights are sharded over the ranks (FSDP2); then
-            :attr:`model` is a sharded copy of ``policy.model``, else it is ``policy.model``.
+        sharded: Whether the trained weights are sharded over the ranks (FSDP2).
     """
 
     def __init__(
         self,
-        policy: TorchLanguageModel,
+        model: TorchLanguageModel,
         config: GRPOConfig,
         *,
         mesh: Any = None,
@@ -81,15 +83,15 @@ class Learner(BaseLearner):
             raise ValueError("the torch backend takes no mesh: run data-parallel ranks with torchrun instead")
         if data_parallel not in ("ddp", "fsdp"):
             raise ValueError(f"data_parallel must be 'ddp' or 'fsdp', got {data_parallel!r}")
-        self.policy = policy
+        self.model = model
         self.config = config
         self.lora_modules: list[str] = []
-        if config.lora_rank:  # the sampler (policy.model) then runs with the adapter applied
-            policy.model, self.lora_modules = lora.add_lora(policy.model, config)
-        policy.model.train()
+        if config.lora_rank:  # the sampler (model.model) then runs with the adapter applied
+            model.model, self.lora_modules = lora.add_lora(model.model, config)
+        model.model.train()
         if config.trainable_layers is not None:  # a tied head is the embedding's parameter, named once
-            for name, param in policy.model.named_parameters():
-                param.requires_grad_(is_trainable(name, policy.model.config.num_hidden_layers, config.trainable_layers))
+            for name, param in model.model.named_parameters():
+                param.requires_grad_(is_trainable(name, model.model.config.num_hidden_layers, config.trainable_layers))
         distributed = dist.is_available() and dist.is_initialized()
         self.world_size = dist.get_world_size() if distributed else 1
         self.rank = dist.get_rank() if distributed else 0
@@ -97,13 +99,13 @@ class Learner(BaseLearner):
         # The frozen reference of the k3 KL: the weights training started from (with LoRA, the
         # base model: the adapter disabled, no copy).
         copied = config.kl_beta > 0 and not config.lora_rank
-        self.reference = copy.deepcopy(policy.model).eval().requires_grad_(False) if copied else None
+        self.reference = copy.deepcopy(model.model).eval().requires_grad_(False) if copied else None
         self.sharded = data_parallel == "fsdp" and self.world_size > 1
-        self.model = fsdp.shard(copy.deepcopy(policy.model)) if self.sharded else policy.model
+        self.network = fsdp.shard(copy.deepcopy(model.model)) if self.sharded else model.model
         ddp = self.world_size > 1 and not self.sharded
-        self.module = DistributedDataParallel(self.model) if ddp else self.model
+        self.module = DistributedDataParallel(self.network) if ddp else self.network
         # The optimiser holds only the trained parameters; their checkpoint names key its state.
-        self.trained = {lora.checkpoint_name(name): p for name, p in self.model.named_parameters() if p.requires_grad}
+        self.trained = {lora.checkpoint_name(name): p for name, p in self.network.named_parameters() if p.requires_grad}
         self.params = list(self.trained.values())
         self.optimizer_config = settings = optimizer or config.optimizer
         self.optimizer = torch.optim.AdamW(
@@ -124,12 +126,12 @@ class Learner(BaseLearner):
 
     def update(self, batch: Batch) -> dict[str, float]:
         """One optimiser step: accumulate every micro-batch's gradient, all-reduce, clip, AdamW
-        (sharded: then gather the new weights into the policy's model)."""
+        (sharded: then gather the new weights into the language model's module)."""
         lr = self.schedule(self.step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         micro_batches = self._my_micro_batches(batch)
-        device = self.policy.device
+        device = self.model.device
         totals: dict[str, torch.Tensor] = {}
         for k, micro in enumerate(micro_batches):
             last = k == len(micro_batches) - 1
@@ -144,7 +146,7 @@ class Learner(BaseLearner):
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.sharded:
-            fsdp.gather_into(self.model, self.policy.model)
+            fsdp.gather_into(self.network, self.model.model)
         self.step += 1
         names = sorted(totals)
         out: dict[str, float] = {}
@@ -164,7 +166,7 @@ class Learner(BaseLearner):
         return micros
 
     def _loss(self, micro: Batch, device: torch.device) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        split = split_prompts(micro, self.policy.pad_id)
+        split = split_prompts(micro, self.model.pad_id)
         autocast = torch.autocast(device.type, dtype=torch.bfloat16) if self.config.compute_dtype == "bfloat16" else nullcontext()
         # Only the trained tokens' logprobs enter the loss: the LM head skips every other position.
         score = partial(continuation_logprobs, split=split, temperature=self.config.temperature, scored=split.rest.loss_mask)
@@ -175,7 +177,7 @@ class Learner(BaseLearner):
                 with torch.no_grad():
                     ref = score(self.reference)
             elif self.config.kl_beta > 0:  # LoRA: the reference is the base model
-                with torch.no_grad(), self.model.disable_adapter():
+                with torch.no_grad(), self.network.disable_adapter():
                     ref = score(self.module)
         return grpo_loss(logprobs.float(), split.rest, self.config, ref)
 
@@ -188,9 +190,9 @@ class Learner(BaseLearner):
         """
         directory = Path(directory)
         if self.rank == 0:
-            self.policy.export(directory)  # a peft model writes its adapter (adapter_config.json, adapter_model.safetensors)
+            self.model.export(directory)  # a peft model writes its adapter (adapter_config.json, adapter_model.safetensors)
             if self.config.lora_merge:
-                lora.export_merged(self.policy.model, self.policy.tokenizer, directory)
+                lora.export_merged(self.model.model, self.model.tokenizer, directory)
         self._barrier()
         return directory
 
@@ -198,7 +200,7 @@ class Learner(BaseLearner):
         self.reference.save_pretrained(str(directory))
 
     def _restore_weights(self, directory: Path, reference: Path | None) -> None:
-        whole = self.policy.model  # sharded: every rank loads the whole weights, then keeps its shards
+        whole = self.model.model  # sharded: every rank loads the whole weights, then keeps its shards
         if self.config.lora_rank:
             lora.set_adapters(whole, load_adapter(directory, lora.get_adapters(whole, self.lora_modules)))
         else:
@@ -206,7 +208,7 @@ class Learner(BaseLearner):
         if reference is not None:
             load_weights(self.reference, _safetensors(reference))
         if self.sharded:
-            fsdp.distribute_from(whole, self.model)
+            fsdp.distribute_from(whole, self.network)
 
     def _adam_state(self) -> AdamState:
         # AdamW keeps `step`, `exp_avg` and `exp_avg_sq` per parameter once it has stepped; every

@@ -191,7 +191,7 @@ class _TensorBoard:
                 old.unlink()
         self.writer = EventFileWriter(str(logdir), flush_secs=10)
         self._add(hparams.hparams_pb(flat_config(config), trial_id=f"{name}-{run_id}"), step=0)
-        self._add(_text_pb("config", "```json\n" + json.dumps(config, indent=2) + "\n```"), step=0)
+        self._add(_text_summary("config", "```json\n" + json.dumps(config, indent=2) + "\n```"), step=0)
 
     def log(self, scalars: Mapping[str, float], step: int) -> None:
         from tensorboard.compat.proto.summary_pb2 import Summary
@@ -201,7 +201,7 @@ class _TensorBoard:
     def finish(self, figures: Mapping[str, float], step: int | None) -> None:
         if figures:
             table = "| figure | value |\n|---|---|\n" + "".join(f"| {k} | {v:g} |\n" for k, v in figures.items())
-            self._add(_text_pb("summary", table), step or 0)
+            self._add(_text_summary("summary", table), step or 0)
         self.writer.close()
 
     def _add(self, summary: Any, step: int) -> None:
@@ -210,7 +210,7 @@ class _TensorBoard:
         self.writer.add_event(Event(wall_time=time.time(), step=step, summary=summary))
 
 
-def _text_pb(tag: str, text: str) -> Any:
+def _text_summary(tag: str, text: str) -> Any:
     from tensorboard.plugins.text.summary_v2 import text_pb
 
     return text_pb(tag, text)

@@ -111,7 +111,7 @@ def plan_checks(task: Task, checker: Checker) -> dict[int, Check]:
     missing = [i for i, c in checks.items() if c is None]
     for i in missing:
         result = checker("plan", keys[i])
-        wires = _json(result.value, list) if result.ok else []  # a check that cannot be planned is judged live
+        wires = _parse_json(result.value, list) if result.ok else []  # a check that cannot be planned is judged live
         checks[i] = Check(specs[i], wires or [])
     with _plans_lock:
         for i in missing:
@@ -151,7 +151,7 @@ def _judged(checker: Checker, request: list) -> list[dict[str, Any]]:
     """One call of the check program's ``judge``; a check that fails it (loops past the time
     limit, or eats the memory, which ends its process) fails every check of the call."""
     result = checker("judge", json.dumps(request))
-    outcomes = _json(result.value, list) if result.ok else None
+    outcomes = _parse_json(result.value, list) if result.ok else None
     if outcomes is None or len(outcomes) != len(request) or not all(isinstance(o, dict) for o in outcomes):
         error = result.error or "the check program answered out of protocol"
         return [{"passed": False, "error": f"the check failed in its sandbox: {error}"}] * len(request)
@@ -167,7 +167,7 @@ class CheckSandboxFailed(Exception):
     """The checks' sandbox itself failed: no verdict is the program's."""
 
 
-def _json(value: Any, kind: type) -> Any:
+def _parse_json(value: Any, kind: type) -> Any:
     try:
         parsed = json.loads(value) if isinstance(value, str) else None
     except ValueError:

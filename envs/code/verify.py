@@ -88,7 +88,7 @@ def _run_checks(sandbox: Sandbox, task: Task, code: str, held: dict[int, Check] 
         run = sandbox.run(program, calls, mode=mode)
         load_error, failed, call_results = run.load_error, run.sandbox_error, list(run.results)
         for i, result in zip(batch, call_results):
-            outcomes[i] = _judge(i, tests[i], result)
+            outcomes[i] = _call_test_outcome(i, tests[i], result)
     start, answers = len(batch), {}
     for i, check in checks.items():
         answers[i], start = call_results[start : start + len(check.plan)], start + len(check.plan)
@@ -122,7 +122,7 @@ def _call(test: Mapping[str, Any]) -> Call:
     return Call(name=test["name"], args=decode(test["args"]), kwargs=decode(test.get("kwargs") or {}))
 
 
-def _judge(index: int, test: Mapping[str, Any], result: CallResult) -> dict[str, Any]:
+def _call_test_outcome(index: int, test: Mapping[str, Any], result: CallResult) -> dict[str, Any]:
     if test["kind"] == "stdio":
         expected, shown_input = test["output"], test["input"]
         passed = result.ok and not result.truncated and same_stdout(expected, result.value)

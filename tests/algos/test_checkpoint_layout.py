@@ -64,7 +64,7 @@ def weights(learner, directory) -> dict[str, np.ndarray]:
 
 
 def probe_logprobs(learner) -> np.ndarray:
-    return np.asarray(learner.policy.logprobs(PROBE.input_ids, PROBE.attention_mask)) * PROBE.loss_mask
+    return np.asarray(learner.model.logprobs(PROBE.input_ids, PROBE.attention_mask)) * PROBE.loss_mask
 
 
 @pytest.mark.slow  # 14-25 s on 2 cores (measured with --durations); runs with -m slow

@@ -59,6 +59,15 @@ def test_the_old_loader_name_still_loads_and_says_it_is_renamed(backend):
         assert backend.load_policy is backend.load_model
 
 
+@pytest.mark.parametrize("backend", [jax_backend, torch_backend])
+def test_a_learner_names_its_model_model_and_the_old_policy_name_warns(backend, model_dir):
+    model = backend.load_model(model_dir)
+    learner = backend.Learner(model, GRPOConfig())
+    assert learner.model is model
+    with pytest.warns(DeprecationWarning, match="renamed Learner.model"):
+        assert learner.policy is model
+
+
 @pytest.mark.parametrize("policy_loss", ["clip", "gspo", "cispo"])
 @pytest.mark.parametrize("correction", ["none", "tis", "mis"])
 def test_objective_variants_agree_across_reference_jax_and_torch(policy_loss, correction):

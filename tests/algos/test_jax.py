@@ -505,7 +505,7 @@ def test_save_restore_resumes_exactly_and_exports(tiny, tmp_path):
     resumed.export(tmp_path / "hf")
     model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
     ids, mask = random_ids(4)
-    np.testing.assert_allclose(hf_logprobs(model, ids, mask), resumed.policy.logprobs(ids, mask), atol=1e-4)
+    np.testing.assert_allclose(hf_logprobs(model, ids, mask), resumed.model.logprobs(ids, mask), atol=1e-4)
 
 
 @pytest.mark.slow  # 14-25 s on 2 cores (measured with --durations); runs with -m slow

@@ -51,7 +51,7 @@ def trained(model_dir, tmp_path_factory):
     batch = pack(rollouts(1), CONFIG, pad_id=0)
     t = torch_backend.Learner(torch_backend.load_model(model_dir), CONFIG)
     j = jax_backend.Learner(jax_backend.load_model(model_dir), CONFIG)
-    start = (get_adapters(t.model, t.lora_modules), j.adapters())
+    start = (get_adapters(t.network, t.lora_modules), j.adapters())
     metrics = (t.train_step(batch), j.train_step(batch))
     t.export(out / "torch"), j.export(out / "jax")
     return {"t": t, "j": j, "start": start, "metrics": metrics, "out": out, "batch": batch}
@@ -65,7 +65,7 @@ def test_both_backends_start_from_the_same_seeded_adapters(trained):
         np.testing.assert_array_equal(a, jax_start[module][0])
         np.testing.assert_array_equal(b, jax_start[module][1])
         assert not b.any() and a.any()  # B = 0: training starts at the base model
-    other = jax_backend.Learner(jax_backend.load_model(trained["j"].policy.path), CONFIG.__class__(**{**vars(CONFIG), "seed": 4}))
+    other = jax_backend.Learner(jax_backend.load_model(trained["j"].model.path), CONFIG.__class__(**{**vars(CONFIG), "seed": 4}))
     assert not np.array_equal(other.adapters()[next(iter(jax_start))][0], next(iter(jax_start.values()))[0])
 
 
@@ -74,7 +74,7 @@ def test_one_step_gives_the_same_loss_and_update(trained):
     t_metrics, j_metrics = trained["metrics"]
     for name in ("loss/total", "loss/policy", "loss/kl", "stats/clip_frac", "stats/grad_norm"):
         assert t_metrics[name] == pytest.approx(j_metrics[name], abs=1e-5), name
-    torch_now, jax_now = get_adapters(trained["t"].model, trained["t"].lora_modules), trained["j"].adapters()
+    torch_now, jax_now = get_adapters(trained["t"].network, trained["t"].lora_modules), trained["j"].adapters()
     torch_start = trained["start"][0]
     for module in torch_start:
         for k in (0, 1):
@@ -82,7 +82,7 @@ def test_one_step_gives_the_same_loss_and_update(trained):
             np.testing.assert_allclose(dt, dj, atol=2e-6)
     moved = [torch_now[m][1] - torch_start[m][1] for m in torch_start]
     assert all(np.abs(d).max() > 5e-4 for d in moved)  # every B moved by ~lr (Adam's first step)
-    assert trained["t"].params and all("lora_" in n for n, p in trained["t"].model.named_parameters() if p.requires_grad)
+    assert trained["t"].params and all("lora_" in n for n, p in trained["t"].network.named_parameters() if p.requires_grad)
 
 
 @pytest.mark.slow
@@ -90,8 +90,8 @@ def test_the_sampler_runs_with_the_adapter_and_peft_loads_both_exports(trained, 
     batch = trained["batch"]
     ids, mask = batch.input_ids, batch.attention_mask
     base = torch_backend.load_model(model_dir).logprobs(ids, mask)
-    j_lp = trained["j"].policy.logprobs(ids, mask)
-    t_lp = trained["t"].policy.logprobs(ids, mask)
+    j_lp = trained["j"].model.logprobs(ids, mask)
+    t_lp = trained["t"].model.logprobs(ids, mask)
     assert np.abs(j_lp - base).max() > 1e-4  # the update reached the sampler
     np.testing.assert_allclose(t_lp, j_lp, atol=1e-4)
     for name in ("torch", "jax"):
@@ -107,7 +107,7 @@ def test_checkpoints_restore_the_adapter_and_optimiser(trained, tmp_path):
     j, t = trained["j"], trained["t"]
     j.save(tmp_path / "j")
     assert (tmp_path / "j" / "adapter_model.safetensors").is_file() and not (tmp_path / "j" / "reference").exists()
-    fresh = jax_backend.Learner(jax_backend.load_model(j.policy.path), CONFIG)
+    fresh = jax_backend.Learner(jax_backend.load_model(j.model.path), CONFIG)
     fresh.restore(tmp_path / "j")
     for module, (a, b) in j.adapters().items():
         np.testing.assert_array_equal(fresh.adapters()[module][0], a)
@@ -115,10 +115,10 @@ def test_checkpoints_restore_the_adapter_and_optimiser(trained, tmp_path):
     batch = trained["batch"]
     assert fresh.train_step(batch)["loss/total"] == pytest.approx(_copy_step(j, batch), abs=1e-6)
     t.save(tmp_path / "t")
-    other = torch_backend.Learner(torch_backend.load_model(trained["t"].policy.path), CONFIG)
+    other = torch_backend.Learner(torch_backend.load_model(trained["t"].model.path), CONFIG)
     other.restore(tmp_path / "t")
     np.testing.assert_allclose(
-        get_adapters(other.model, other.lora_modules)[t.lora_modules[0]][1], get_adapters(t.model, t.lora_modules)[t.lora_modules[0]][1]
+        get_adapters(other.network, other.lora_modules)[t.lora_modules[0]][1], get_adapters(t.network, t.lora_modules)[t.lora_modules[0]][1]
     )
 
 

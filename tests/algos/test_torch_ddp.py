@@ -39,17 +39,17 @@ WORKER = textwrap.dedent(
     model_dir, batch_file, out_dir, data_parallel = sys.argv[1:5]
     dist.init_process_group("gloo")
     config, batch, steps = pickle.load(open(batch_file, "rb"))
-    policy = load_model(model_dir)
-    learner = Learner(policy, GRPOConfig(**config), data_parallel=data_parallel)
+    model = load_model(model_dir)
+    learner = Learner(model, GRPOConfig(**config), data_parallel=data_parallel)
     metrics = [learner.train_step(batch) for _ in range(steps)]
     learner.save(out_dir)
     # The tied head stays its embedding's parameter, in the trained (sharded) model and in the sampler's.
-    tied = [m.lm_head.weight is m.model.embed_tokens.weight for m in (learner.model, policy.model)]
+    tied = [m.lm_head.weight is m.model.embed_tokens.weight for m in (learner.network, model.model)]
     # A learner restored from the checkpoint takes the next step exactly as the one that wrote it.
     resumed = Learner(load_model(model_dir), GRPOConfig(**config), data_parallel=data_parallel)
     resumed.restore(out_dir)
     same = learner.train_step(batch) == resumed.train_step(batch) and all(
-        torch.equal(a, b) for a, b in zip(policy.model.parameters(), resumed.policy.model.parameters(), strict=True)
+        torch.equal(a, b) for a, b in zip(model.model.parameters(), resumed.model.model.parameters(), strict=True)
     )
     if dist.get_rank() == 0:
         pickle.dump((metrics, tied, learner.sharded, same), open(out_dir + "/metrics.pkl", "wb"))

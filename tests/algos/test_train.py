@@ -375,15 +375,15 @@ def test_no_two_episode_turns_share_their_draws_and_top_p_reaches_the_sampler(mo
     real = backends.load_backend
 
     class Spy:
-        def __init__(self, policy):
-            self.policy = policy
+        def __init__(self, wrapped):
+            self.wrapped = wrapped
 
         def __getattr__(self, name):
-            return getattr(self.policy, name)
+            return getattr(self.wrapped, name)
 
         def generate(self, prompts, max_new_tokens, temperature=1.0, seed=0, **kwargs):
             calls.append((kwargs["keys"], kwargs.get("top_p", 1.0), temperature))
-            return self.policy.generate(prompts, max_new_tokens, temperature, seed, **kwargs)
+            return self.wrapped.generate(prompts, max_new_tokens, temperature, seed, **kwargs)
 
     class Backend:
         def __init__(self, module):

@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         advance = lambda name, n: progress.advance(bars[name], n)
         # Text policies share one vector env; each model plays a token env with its own tokenizer.
         groups = [(_text_venv, policies)] if policies else []
-        groups += [(partial(_token_venv, spec=spec, tokenizer=m.tokenizer), {spec.name: lambda venv, m=m: m}) for spec, m in models.items()]
+        groups += [(partial(_model_venv, spec=spec, tokenizer=m.tokenizer), {spec.name: lambda venv, m=m: m}) for spec, m in models.items()]
         for make_venv, group in groups:
             venv = make_venv(args)
             try:
@@ -189,7 +189,7 @@ def _text_venv(args: argparse.Namespace) -> gym.vector.VectorEnv:
     return gym.make_vec(env_id, num_envs=args.num_envs, vectorization_mode=args.vectorization_mode, **kwargs)
 
 
-def _token_venv(args: argparse.Namespace, spec: PolicySpec, tokenizer: Any) -> gym.vector.VectorEnv:
+def _model_venv(args: argparse.Namespace, spec: PolicySpec, tokenizer: Any) -> gym.vector.VectorEnv:
     from textgym.algos.rollouts.token_envs import chat_template, token_venv
 
     template = chat_template("auto", spec.model)  # the tiny preset's compact one, else the model's
