@@ -102,7 +102,7 @@ def split_sampling(profile: cProfile.Profile) -> dict[str, float]:
     def cumulative(file: str, name: str) -> float:
         return sum(v[3] for (f, _, n), v in stats.items() if f.endswith(file) and n == name)
 
-    total = cumulative("sampling.py", "act")
+    total = cumulative("seeded.py", "act")
     # the outermost forward of the model: the one with the largest cumulative time
     forward = max((v[3] for (f, _, n), v in stats.items() if "modeling_" in f and n == "forward"), default=0.0)
     slots = cumulative(*SLOT_WRITES)

@@ -65,7 +65,7 @@ def next_token_logprobs(
     if scored is None:
         return token_logprobs(logits(0)[:, :-1], ids[:, 1:], temperature)
     wanted = scored[:, 1:]  # (B, T - 1)
-    keep = torch.cat([wanted, torch.zeros_like(wanted[:, :1])], dim=1)  # the logits at t - 1 score token t
+    keep = torch.cat([wanted, torch.zeros_like(scored[:, :1])], dim=1)  # the logits at t - 1 score token t (also when T is 1)
     picked = token_logprobs(logits(keep), ids[:, 1:][wanted], temperature)  # (K,)
     return torch.zeros(wanted.shape, dtype=picked.dtype, device=picked.device).masked_scatter(wanted, picked)
 

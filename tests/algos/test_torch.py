@@ -14,7 +14,7 @@ from textgym.algos.grpo import grpo_loss as reference_loss
 from textgym.algos.grpo.prompts import split_prompts
 from textgym.algos.models import tiny
 from textgym.algos.torch import Learner, grpo_loss, load_model
-from textgym.algos.torch.model import continuation_logprobs
+from textgym.algos.torch.model import continuation_logprobs, sequence_logprobs
 from textgym.algos.torch.sampler import sample_token
 from textgym.draws import call_uniforms
 from textgym.rollout import Rollout
@@ -178,6 +178,13 @@ def test_two_steps_change_every_trainable_parameter(model_dir):
     unchanged = [k for k in before if np.array_equal(before[k], after[k])]
     assert not unchanged
     assert learner.step == 2
+
+
+def test_the_head_at_trained_positions_takes_a_one_token_row_with_nothing_to_score(model_dir):
+    # A data-parallel rank's share of a batch can be this: no token to score, one position wide.
+    ids = torch.tensor([[5], [7]])
+    out = sequence_logprobs(load_model(model_dir).model, ids, torch.ones_like(ids), scored=torch.zeros_like(ids, dtype=torch.bool))
+    assert out.shape == (2, 1) and not out.any()
 
 
 def test_the_head_at_trained_positions_gives_the_full_heads_loss_and_gradients(model_dir):
