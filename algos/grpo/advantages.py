@@ -50,6 +50,15 @@ def group_advantages(rewards: np.ndarray, groups: np.ndarray, scaling: Advantage
         >>> group_advantages(np.array([1.0, 0.0, 0.0, 0.0]), np.array([0, 0, 1, 1]), "none")
         array([ 0.5, -0.5,  0. ,  0. ], dtype=float32)
     """
+    centred, scale = centred_and_scale(rewards, groups, scaling, eps)
+    return (centred / scale).astype(np.float32)
+
+
+def centred_and_scale(
+    rewards: np.ndarray, groups: np.ndarray, scaling: AdvantageScaling = "group", eps: float = 1e-6
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(N,)`` float64 ``r - mean of the group`` and the ``(N,)`` scale :func:`group_advantages`
+    divides it by (the group's std plus ``eps``, the batch's, or 1)."""
     rewards = np.asarray(rewards, dtype=np.float64)
     groups = np.asarray(groups)
     n_groups = int(groups.max()) + 1 if groups.size else 0
@@ -58,7 +67,7 @@ def group_advantages(rewards: np.ndarray, groups: np.ndarray, scaling: Advantage
     centred = rewards - mean[groups]
     if scaling == "group":
         std = np.sqrt(np.bincount(groups, weights=centred**2, minlength=n_groups) / counts)
-        centred = centred / (std[groups] + eps)
-    elif scaling == "batch":
-        centred = centred / (rewards.std() + eps)
-    return centred.astype(np.float32)
+        return centred, std[groups] + eps
+    if scaling == "batch":
+        return centred, np.full(centred.shape, rewards.std() + eps)
+    return centred, np.ones(centred.shape)

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from textgym.algos.config.grpo import GRPOConfig
-from textgym.algos.grpo.advantages import group_advantages
+from textgym.algos.config.grpo import AdvantageScaling, GRPOConfig
+from textgym.algos.grpo.advantages import centred_and_scale, group_advantages
 from textgym.rollout import Rollout
 
 
@@ -128,7 +128,9 @@ def turn_actions(rollout: Rollout) -> list[np.ndarray]:
     return [ids[spans[t][0] : spans[t][1]] if t < len(spans) else ids[:0] for t in range(len(rollout.turn_rewards or ()))]
 
 
-def prefix_credit(actions: Sequence[np.ndarray], returns: np.ndarray, anchors: np.ndarray, scaling: str, eps: float) -> list[np.ndarray]:
+def prefix_credit(
+    actions: Sequence[np.ndarray], returns: np.ndarray, anchors: np.ndarray, scaling: AdvantageScaling, eps: float
+) -> list[np.ndarray]:
     """Each action token's credit: ``V(a[:k+1]) - V(a[:k])``, ``V(p)`` the mean return of the
     anchor group's actions that start with ``p`` (``V`` of the empty prefix: the group's mean),
     scaled as :func:`~textgym.algos.grpo.advantages.group_advantages` scales (the anchor group's
@@ -142,16 +144,8 @@ def prefix_credit(actions: Sequence[np.ndarray], returns: np.ndarray, anchors: n
         >>> [x.tolist() for x in prefix_credit(actions, np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(4, int), "none", 0.0)]
         [[0.25, 0.5], [0.25, -0.5], [-0.25, 0.0], [-0.25, 0.0]]
     """
-    returns = np.asarray(returns, dtype=np.float64)
     anchors = np.asarray(anchors, dtype=np.int64)
-    centred = group_advantages(returns, anchors, "none").astype(np.float64)
-    counts = np.bincount(anchors)
-    if scaling == "group":
-        scale = np.sqrt(np.bincount(anchors, weights=centred**2) / counts) + eps
-    elif scaling == "batch":
-        scale = np.full(counts.size, returns.std() + eps)
-    else:
-        scale = np.ones(counts.size)
+    centred, scale = centred_and_scale(returns, anchors, scaling, eps)
     sums: dict[tuple[int, bytes], float] = {}
     seen: dict[tuple[int, bytes], int] = {}
     for action, g, anchor in zip(actions, centred, anchors):
@@ -160,7 +154,7 @@ def prefix_credit(actions: Sequence[np.ndarray], returns: np.ndarray, anchors: n
             sums[key] = sums.get(key, 0.0) + g
             seen[key] = seen.get(key, 0) + 1
     out = []
-    for action, anchor in zip(actions, anchors):
+    for action, anchor, divisor in zip(actions, anchors, scale):
         values = np.array([sums[key] / seen[key] for key in ((int(anchor), action[:k].tobytes()) for k in range(len(action) + 1))])
-        out.append((np.diff(values) / scale[anchor]).astype(np.float32))
+        out.append((np.diff(values) / divisor).astype(np.float32))
     return out
