@@ -140,7 +140,7 @@ SUDOKU_MOVES_TINY = TrainConfig(
     # trained only on the moves the env paid for (the dense reward marks them): the rejections stay
     # as context, so the model sees a recovery without learning to guess. It reads the board
     # (P(right digit) 0.56, 0.49 and 0.42, seeds 0-2); the earlier demonstrator, guessing half its
-    # digits on every trained turn, taught a guess (0.25) and a warm start of 18.8% (45.3% now).
+    # digits on every trained turn, taught a guess (0.25) and a warm start of 18.8% (this: 45.3%).
     sft_env_kwargs={"size": 4, "blanks": 3, "max_turns": 4, "board": "compact", "reward": "dense"},
     sft_oracle_kwargs={"place": 1, "noise": 0.1},
     sft_turns="rewarded",
