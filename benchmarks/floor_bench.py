@@ -75,8 +75,9 @@ class Shapes:
 
     @property
     def head_params(self) -> int:
-        """The LM head's weights, which a token multiplies by only where its logits are needed."""
-        return self.hidden * self.vocab
+        """The LM head's weights (its entry of :meth:`linears`), which a token multiplies by only where
+        its logits are needed."""
+        return sum(k * n * count for name, k, n, count in self.linears() if name == "head")
 
     def attention_flops(self, queries: float, keys: float) -> float:
         """Forward FLOPs of attention for ``queries x keys`` query-key pairs (``Q K^T`` and ``P V``)."""
