@@ -3,8 +3,8 @@
 The ``tiny`` model reads bytes by default: a Sudoku ``place`` call is 67 tokens, of which three
 (row, column, digit) are decisions, and each token costs a decode call when sampled and a row
 of the update. This vocabulary merges the envs' recurring scaffolding (JSON keys, tool results,
-feedback lines) into few tokens while every digit stays a token of its own, so a move is about
-ten tokens and each decision still has its own position.
+feedback lines) into fewer tokens while every digit stays a token of its own, so a move is 30
+tokens and each decision still has its own position.
 
 It is trained once, with ``tokenizers``' BPE trainer, on oracle episodes of all three envs
 rendered with the compact chat template, and shipped as ``tiny_bpe.json``; ``python -m

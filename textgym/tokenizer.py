@@ -115,7 +115,7 @@ def tiny_tokenizer(vocab: str = "bytes") -> Any:
     Returns the same vocabulary in every process. ``vocab="bytes"``: ids 0-255 are bytes, then
     ``<|endoftext|>``, ``<|im_start|>``, ``<|im_end|>`` (eos), ``<|pad|>`` (pad) and the markup
     tokens. ``vocab="bpe"``: the byte-level BPE of :mod:`textgym.tiny_bpe`, trained on the envs'
-    own text (a Sudoku ``place`` call in 10 tokens instead of 67), with the same special and
+    own text (a Sudoku ``place`` call in 30 tokens instead of 67), with the same special and
     markup tokens. ``save_pretrained(dir)`` writes a directory that
     ``AutoTokenizer.from_pretrained(dir)`` reads.
 

@@ -172,7 +172,7 @@ SUDOKU_MOVES_TINY = TrainConfig(
         # Each episode weighs the same, however many turns it took: by token, the long failed
         # episodes outweighed the short solved ones.
         loss_aggregation="seq-mean-token-mean",
-        max_new_tokens=80,  # a move is ~10 BPE tokens (67 in bytes) with its end-of-turn token
+        max_new_tokens=80,  # a move is 30 BPE tokens (67 in bytes) with its end-of-turn token
         max_length=1536,  # failed eight-turn episodes (~2,000 tokens) are cut; solved ones fit
         micro_batch_size=16,
         max_grad_norm=1.0,
