@@ -43,11 +43,11 @@ def main() -> None:
     parser.add_argument("--env", help="an env id of a mixture's run")
     parser.add_argument("--min-turns", type=int, default=1, help="show an episode solved in at least this many turns")
     parser.add_argument("--out", type=Path, default=Path("docs/img"))
-    parser.add_argument("--tokenizer", default="tiny", help="decodes the token view (a HF directory or 'tiny')")
+    parser.add_argument("--tokenizer", help="decodes the token view (a HF directory or 'tiny'; default: the run's own)")
     args = parser.parse_args()
     rollouts, index = last_solved(args.run, args.env, args.min_turns)
     page = Path(tempfile.mkdtemp()) / "view.html"
-    assert textgym(["view", str(rollouts), "--out", str(page), "--tokenizer", args.tokenizer]) == 0
+    assert textgym(["view", str(rollouts), "--out", str(page), *(["--tokenizer", args.tokenizer] if args.tokenizer else [])]) == 0
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,1800"):

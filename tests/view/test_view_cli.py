@@ -23,6 +23,13 @@ def test_a_run_directory_reads_its_logged_steps_and_its_tokenizer(record_files):
     assert sum(b - a for a, b in tokens["spans"]) == len(tokens["logprobs"])  # logprobs on policy tokens only
 
 
+def test_one_logged_step_of_a_run_decodes_with_the_runs_tokenizer(record_files):
+    data = page_data(build([record_files["run"] / "rollouts" / "step_000002.jsonl"]))
+    assert len(data["episodes"]) == 4 and {e["step"] for e in data["episodes"]} == {2}
+    assert data["vocab"] and any(t == "<answer>" for t in data["vocab"].values())
+    assert not page_data(build([record_files["sudoku"]]))["vocab"]  # a loose file: ids shown
+
+
 def test_repeated_texts_are_stored_once(record_files):
     data = page_data(build([record_files["sudoku"], record_files["wrong"]]))
     system = [e["messages"][0]["c"] for e in data["episodes"]]

@@ -52,8 +52,8 @@ def sources(paths: Sequence[str | os.PathLike]) -> list[Source]:
             if not files:
                 raise RecordError(f"{str(raw)!r} holds no rollouts: expected {RUN_ROLLOUTS}/*.jsonl (textgym train) or *.jsonl files")
             found += [Source(f, path) for f in files]
-        elif path.is_file():
-            found.append(Source(path))
+        elif path.is_file():  # a logged step of a run (run/rollouts/step_N.jsonl) belongs to that run
+            found.append(Source(path, path.parent.parent if path.parent.name == RUN_ROLLOUTS else None))
         else:
             raise RecordError(f"no such file or directory: {str(raw)!r}")
     return found
