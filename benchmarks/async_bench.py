@@ -62,8 +62,7 @@ def run(env: str, backend: str, k: int, seed: int, args: argparse.Namespace, wor
         command += ["--threads", str(args.threads)]
     if args.kl_beta is not None:
         command += ["--kl-beta", str(args.kl_beta)]
-    if args.tiny_vocab:
-        command += ["--tiny-vocab", args.tiny_vocab]
+    command += [flag for flag in args.train_flags if flag != "--"]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     summary = json.loads((out / "summary.json").read_text())
     records = [json.loads(line) for line in (out / "metrics.jsonl").open()]
@@ -105,7 +104,7 @@ def main() -> None:
         default=None,
         help="each run's --kl-beta; > 0 updates on every step, also when no group's rewards differ (a run without a warm start)",
     )
-    parser.add_argument("--tiny-vocab", choices=("bytes", "bpe"), default=None, help="each run's --tiny-vocab (default: the preset's)")
+    parser.add_argument("train_flags", nargs=argparse.REMAINDER, help="after --: more flags for each run's textgym train")
     parser.add_argument("--out", default=None, help="append each result as a JSON line here")
     args = parser.parse_args()
     if bool(args.preset) != bool(args.warm_start) or bool(args.preset) == bool(args.env):
