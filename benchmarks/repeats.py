@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections import Counter
 from pathlib import Path
 
-CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+from textgym.parsing import parse_turn
 
 
 def outcome(result: str) -> str:
@@ -36,13 +35,9 @@ def moves(messages: list[dict]) -> list[tuple[tuple, str]]:
     for turn, reply in zip(messages, messages[1:]):
         if turn["role"] != "assistant" or reply["role"] != "tool":
             continue
-        found = CALL.search(turn.get("content") or "")
-        try:
-            args = json.loads(found.group(1))["arguments"] if found else {}
-        except (json.JSONDecodeError, KeyError, TypeError):
-            args = {}
-        move = (args.get("row"), args.get("col"), args.get("digit")) if isinstance(args, dict) else (None, None, None)
-        played.append((move, outcome(str(reply["content"]))))
+        calls = parse_turn(turn.get("content") or "").tool_calls  # the env's own parser
+        args = calls[0].arguments if calls else {}
+        played.append(((args.get("row"), args.get("col"), args.get("digit")), outcome(str(reply["content"]))))
     return played
 
 
