@@ -5,8 +5,9 @@ machine takes most of an hour. This times the update alone, on the episodes a ru
 (``rollouts/step_N.jsonl``), replayed through the env and a model's tokenizer
 (:class:`~textgym.wrappers.TokenObservation` with the run's chat template): the tokens that model
 would train on, env turns between the policy's. They are packed with a preset's GRPO settings
-(its KL reference included), as the training loop packs them, without the zero-std filter, and
-without sampler logprobs (the first ratio is 1; the forward and backward passes are the same).
+(its KL reference included), as the training loop packs them, without the zero-std filter. The
+episodes' old logprobs are the model's own, computed before the timing, as a sampler's would be
+given: a recorded step has them, so ``train_step`` makes no extra pass for them.
 
 Each backend runs in this process, one after the other; each ``train_step`` is timed in CPU
 seconds (``time.process_time``: the share of a core a loaded machine gives does not enter), the
@@ -101,6 +102,7 @@ def main() -> None:
         backend = load_backend(name, args.threads)
         model = backend.load_model(path)
         batch = pack(rollouts, grpo, pad_id=model.pad_id)
+        batch = batch.replace(old_logprobs=model.logprobs(batch.input_ids, batch.attention_mask, temperature=grpo.temperature, scored=batch.loss_mask))
         learner = backend.Learner(model, grpo)
         first = step_cpu_seconds(learner, batch)
         steady = statistics.median(step_cpu_seconds(learner, batch) for _ in range(args.repeats)) if args.repeats else first

@@ -303,16 +303,25 @@ def split_micro_batches(batch: Batch, micro_batch_size: int) -> list[Batch]:
     rows = batch.shape[0]
     if micro_batch_size < 1 or rows % micro_batch_size:
         raise ValueError(f"expected a micro_batch_size dividing {rows} rows, got {micro_batch_size}")
-    out = []
-    for start in range(0, rows, micro_batch_size):
-        part = slice(start, start + micro_batch_size)
-        out.append(
-            batch.replace(
-                **{
-                    f.name: getattr(batch, f.name)[part]
-                    for f in dataclasses.fields(batch)
-                    if isinstance(getattr(batch, f.name), np.ndarray)
-                }
-            )
-        )
-    return out
+    return [take_rows(batch, slice(start, start + micro_batch_size)) for start in range(0, rows, micro_batch_size)]
+
+
+def _arrays(batch: Batch) -> dict[str, np.ndarray]:
+    return {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch) if isinstance(getattr(batch, f.name), np.ndarray)}
+
+
+def take_rows(batch: Batch, rows: slice | np.ndarray) -> Batch:
+    """The rows ``rows`` (a slice or an index array) of every per-row array; global counts are kept."""
+    return batch.replace(**{name: a[rows] for name, a in _arrays(batch).items()})
+
+
+def by_length(batch: Batch) -> Batch:
+    """The rows sorted by real length (stably), so that consecutive micro-batches pad little."""
+    order = np.argsort(batch.attention_mask.sum(axis=1), kind="stable")
+    return take_rows(batch, order)
+
+
+def trimmed(batch: Batch) -> Batch:
+    """The columns up to the longest row's end (a micro-batch of short rows drops the batch's padding)."""
+    end = max(int(batch.attention_mask.sum(axis=1).max()), 1)
+    return batch.replace(**{name: a[:, :end] for name, a in _arrays(batch).items() if a.ndim == 2})

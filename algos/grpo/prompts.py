@@ -62,10 +62,8 @@ def split_prompts(batch: Batch, pad_id: int, prompt_multiple: int = 1, rest_mult
         prompt_multiple: ``P`` is rounded up to a multiple of it (jitted steps compile per shape).
         rest_multiple: ``C`` is rounded up to a multiple of it.
     """
-    lengths = batch.attention_mask.sum(axis=1)
-    trained = batch.loss_mask > 0
     # A row without trained tokens (padding, masked) keeps its tokens in the prompt: no loss either way.
-    cut = np.where(trained.any(axis=1), trained.argmax(axis=1), np.maximum(lengths, 1))
+    lengths, cut = prompt_cuts(batch)
     prompts, source = distinct_prompts([ids[:n] for ids, n in zip(batch.input_ids, cut)])
     width = -(-max(len(p) for p in prompts) // prompt_multiple) * prompt_multiple
     prompt_ids = np.full((len(prompts), width), pad_id, np.int32)
@@ -94,3 +92,41 @@ def split_prompts(batch: Batch, pad_id: int, prompt_multiple: int = 1, rest_mult
         is_weights=is_weights,
     )
     return PromptSplit(prompt_ids, prompt_mask, source, tail)
+
+
+def prompt_cuts(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+    """``(B,)`` each row's real length and the column of its first trained token (its length if none)."""
+    lengths = batch.attention_mask.sum(axis=1)
+    trained = batch.loss_mask > 0
+    return lengths, np.where(trained.any(axis=1), trained.argmax(axis=1), np.maximum(lengths, 1))
+
+
+def split_pays(batch: Batch, micro_batch_size: int, pair_cost: float) -> bool:
+    """Whether cutting each micro-batch at its prompts costs less than whole rows sorted by length.
+
+    The split runs a group's shared prompt once, but its attention needs a mask (the prompts are
+    left-padded), so every query-key pair of a row is computed. Whole right-padded rows need no
+    mask: attention is causal, half the pairs, and rows sorted by length barely pad. A one-turn
+    task's rows are mostly prompt (the split wins); a multi-turn episode's are mostly its own turns,
+    whose long contexts make the attention's share large (whole rows win).
+
+    Args:
+        batch: The rows a learner trains, in their micro-batches' order.
+        micro_batch_size: Rows a forward pass.
+        pair_cost: A query-key pair's attention FLOPs over a token's FLOPs in the layers' linears
+            (``2 * attention width * layers / non-embedding weights``).
+    """
+    lengths, cut = prompt_cuts(batch)
+    split = 0.0
+    for start in range(0, len(lengths), micro_batch_size):
+        rows = slice(start, start + micro_batch_size)
+        prompts, _ = distinct_prompts([ids[:n] for ids, n in zip(batch.input_ids[rows], cut[rows])])
+        width, rest = max(len(p) for p in prompts), int((lengths[rows] - cut[rows]).clip(min=0).max())
+        count = len(cut[rows])
+        split += len(prompts) * width * (1 + pair_cost * width) + count * rest * (1 + pair_cost * (width + rest))
+    ordered = np.sort(lengths)
+    whole = sum(
+        len(chunk) * int(chunk.max()) * (1 + pair_cost * int(chunk.max()) / 2)
+        for chunk in np.split(ordered, range(micro_batch_size, len(ordered), micro_batch_size))
+    )
+    return split <= whole

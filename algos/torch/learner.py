@@ -5,7 +5,9 @@
 The batch's loss weights already carry the global token and sequence counts, so the gradients of
 the micro-batches (and of the DDP ranks) simply *add up* to the gradient of the whole batch:
 accumulation and data parallelism never change the objective. Each micro-batch is cut at its rows'
-prompts (:func:`~textgym.algos.grpo.batch.split_prompts`), so a group's shared prompt runs once.
+prompts (:func:`~textgym.algos.grpo.prompts.split_prompts`), so a group's shared prompt runs once,
+or, where that costs more (:func:`~textgym.algos.grpo.prompts.split_pays`: long multi-turn rows),
+runs whole rows sorted by length under causal attention without a mask.
 
 Data parallelism: when ``torch.distributed`` is initialised (``torchrun``, or
 ``init_process_group("gloo")`` on CPU), every rank calls ``train_step`` with the same global
@@ -33,12 +35,13 @@ from torch.nn.parallel import DistributedDataParallel
 
 from textgym.algos.config.optimizer import OptimizerConfig
 from textgym.algos.grpo import Batch, GRPOConfig, split_micro_batches
+from textgym.algos.grpo.batch import by_length, take_rows, trimmed
 from textgym.algos.grpo.learner import MOMENTS, AdamState, BaseLearner, is_trainable
 from textgym.algos.grpo.lora import load_adapter
-from textgym.algos.grpo.prompts import split_prompts
+from textgym.algos.grpo.prompts import split_pays, split_prompts
 from textgym.algos.torch import fsdp, lora
 from textgym.algos.torch.loss import grpo_loss
-from textgym.algos.torch.model import TorchLanguageModel, continuation_logprobs
+from textgym.algos.torch.model import TorchLanguageModel, attention_pair_cost, continuation_logprobs, row_logprobs
 from textgym.error import CheckpointMismatch
 
 
@@ -117,6 +120,7 @@ class Learner(BaseLearner):
         )
         self.schedule = make_schedule(settings)  # a pure function of the step: nothing to checkpoint
         self.step = 0
+        self.pair_cost = attention_pair_cost(model.model)
 
     # ----- training -----
 
@@ -130,14 +134,14 @@ class Learner(BaseLearner):
         lr = self.schedule(self.step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        micro_batches = self._my_micro_batches(batch)
+        micro_batches, whole_rows = self._my_micro_batches(batch)
         device = self.model.device
         totals: dict[str, torch.Tensor] = {}
         for k, micro in enumerate(micro_batches):
             last = k == len(micro_batches) - 1
             sync = self.module.no_sync() if isinstance(self.module, DistributedDataParallel) and not last else nullcontext()
             with sync:
-                loss, metrics = self._loss(micro, device)
+                loss, metrics = self._loss(micro, device, whole_rows)
                 (loss * self.world_size).backward()
             for name, value in metrics.items():
                 totals[name] = totals.get(name, 0.0) + value.detach().float()
@@ -157,19 +161,49 @@ class Learner(BaseLearner):
             out = dict(zip(names, values.tolist()))
         return out | {"stats/grad_norm": float(grad_norm), "stats/lr": float(lr)}
 
-    def _my_micro_batches(self, batch: Batch) -> list[Batch]:
-        """This rank's micro-batches: its contiguous share of the (padded) rows, split by rows."""
-        share = batch.shape[0] // self.world_size
-        micros = split_micro_batches(_rows(batch, slice(self.rank * share, (self.rank + 1) * share)), self.config.micro_batch_size)
+    def _my_micro_batches(self, batch: Batch) -> tuple[list[Batch], bool]:
+        """This rank's micro-batches (its contiguous share of the padded rows, split by rows), and
+        whether they run as whole rows (sorted by length) rather than cut at their prompts."""
+        size = batch.shape[0] // self.world_size
+        share = take_rows(batch, slice(self.rank * size, (self.rank + 1) * size))
+        whole_rows = not split_pays(share, self.config.micro_batch_size, self.pair_cost)
+        micros = split_micro_batches(by_length(share) if whole_rows else share, self.config.micro_batch_size)
         if self.world_size == 1:  # padding rows weigh nothing: without DDP their forward pass is pure waste
             micros = [m for m in micros if m.loss_weights.any()] or micros[:1]  # one at least, for the metrics
-        return micros
+        return micros, whole_rows
 
-    def _loss(self, micro: Batch, device: torch.device) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def _old_logprobs(self, batch: Batch) -> np.ndarray:
+        """The base class's, but where whole rows cost less (:func:`split_pays`) they run sorted
+        by length in micro-batches, each as wide as its longest row, without a mask."""
+        size = self.config.micro_batch_size
+        if split_pays(batch, size, self.pair_cost):
+            return super()._old_logprobs(batch)
+        out = np.zeros(batch.shape, np.float32)
+        order = np.argsort(batch.attention_mask.sum(axis=1), kind="stable")
+        was_training = self.model.model.training
+        self.model.model.eval()
+        with torch.no_grad():
+            for start in range(0, len(order), size):
+                rows = order[start : start + size]
+                score, micro = self._scorer(take_rows(batch, rows), self.model.device, whole_rows=True)
+                out[rows, : micro.shape[1]] = score(self.model.model).cpu().numpy()
+        self.model.model.train(was_training)
+        return out
+
+    def _scorer(self, micro: Batch, device: torch.device, whole_rows: bool) -> tuple[Callable[[torch.nn.Module], torch.Tensor], Batch]:
+        """A model's logprobs of ``micro``'s trained tokens (the LM head skips every other
+        position), and the rows they align with: ``micro`` trimmed, or its rests after the prompts."""
+        if whole_rows:
+            rows = trimmed(micro)
+            ids = torch.as_tensor(rows.input_ids, dtype=torch.long, device=device)
+            scored = torch.as_tensor(rows.loss_mask > 0, device=device)
+            return partial(row_logprobs, ids=ids, temperature=self.config.temperature, scored=scored), rows
         split = split_prompts(micro, self.model.pad_id)
+        return partial(continuation_logprobs, split=split, temperature=self.config.temperature, scored=split.rest.loss_mask), split.rest
+
+    def _loss(self, micro: Batch, device: torch.device, whole_rows: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         autocast = torch.autocast(device.type, dtype=torch.bfloat16) if self.config.compute_dtype == "bfloat16" else nullcontext()
-        # Only the trained tokens' logprobs enter the loss: the LM head skips every other position.
-        score = partial(continuation_logprobs, split=split, temperature=self.config.temperature, scored=split.rest.loss_mask)
+        score, rows = self._scorer(micro, device, whole_rows)
         with autocast:
             logprobs = score(self.module)
             ref = None
@@ -179,7 +213,7 @@ class Learner(BaseLearner):
             elif self.config.kl_beta > 0:  # LoRA: the reference is the base model
                 with torch.no_grad(), self.network.disable_adapter():
                     ref = score(self.module)
-        return grpo_loss(logprobs.float(), split.rest, self.config, ref)
+        return grpo_loss(logprobs.float(), rows, self.config, ref)
 
     # ----- checkpoints (the layout of textgym.algos.grpo.learner) -----
 
@@ -277,10 +311,6 @@ def _safetensors(directory: Path) -> list[Path]:
     if not files:
         raise FileNotFoundError(f"no *.safetensors in {str(directory)!r}")
     return files
-
-
-def _rows(batch: Batch, rows: slice) -> Batch:
-    return batch.replace(**{k: v[rows] for k, v in vars(batch).items() if isinstance(v, np.ndarray)})
 
 
 def _barrier(world_size: int) -> None:

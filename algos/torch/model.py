@@ -46,6 +46,34 @@ def sequence_logprobs(
     return lp * (mask * F.pad(mask[:, :-1], (1, 0))).to(lp.dtype)
 
 
+def attention_pair_cost(model: torch.nn.Module) -> float:
+    """A query-key pair's attention FLOPs over a token's FLOPs in the model's linears (see
+    :func:`textgym.algos.grpo.prompts.split_pays`): ``2 * attention width * layers / weights``,
+    the weights without the token embedding and the LM head (which runs at trained tokens only)."""
+    config = model.config
+    width = config.num_attention_heads * (getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+    embedding = model.get_input_embeddings().weight
+    head = model.get_output_embeddings()
+    outside = embedding.numel() + (0 if head is None or head.weight is embedding else head.weight.numel())
+    return 2 * width * config.num_hidden_layers / max(sum(p.numel() for p in model.parameters()) - outside, 1)
+
+
+def row_logprobs(model: torch.nn.Module, ids: torch.Tensor, temperature: float, scored: torch.Tensor) -> torch.Tensor:
+    """:func:`sequence_logprobs` of right-padded rows, with no attention mask (differentiable).
+
+    Under causal attention no real token sees the padding after it, so the rows need no mask: the
+    attention kernel then runs causal (half the query-key pairs of a masked one) and builds no
+    ``(B, T, T)`` mask. Positions are left to the model (``0 .. T - 1``, a real token's own): given
+    with padding's constant ones, transformers would read the rows as packed sequences and mask
+    them. Tokens left out of ``scored`` and the padding's are 0.
+    """
+
+    def logits(keep: int | torch.Tensor) -> torch.Tensor:
+        return model(input_ids=ids, use_cache=False, logits_to_keep=keep).logits
+
+    return F.pad(next_token_logprobs(logits, ids, scored, temperature), (1, 0))
+
+
 def next_token_logprobs(
     logits: Callable[[int | torch.Tensor], torch.Tensor], ids: torch.Tensor, scored: torch.Tensor | None, temperature: float = 1.0
 ) -> torch.Tensor:

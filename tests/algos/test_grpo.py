@@ -19,6 +19,8 @@ from textgym.algos.grpo import (
     pack,
     split_micro_batches,
 )
+from textgym.algos.grpo.batch import by_length, take_rows, trimmed
+from textgym.algos.grpo.prompts import split_pays
 from textgym.rollout import Rollout
 
 MODES = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "constant"]
@@ -334,3 +336,29 @@ def test_trainable_layers_is_validated_and_names_what_trains():
         True,
     ]
     assert is_trainable("model.layers.0.self_attn.q_proj.weight", 4, 4) and not is_trainable("model.embed_tokens.weight", 4, 4)
+
+
+def test_the_prompt_split_pays_where_rows_are_mostly_a_shared_prompt():
+    cfg = GRPOConfig(group_size=4, max_length=2048, micro_batch_size=4)
+    rng = np.random.default_rng(0)
+    prompt = rng.integers(0, 100, 400).astype(np.int32)
+    one_turn = [rollout(np.r_[prompt, rng.integers(0, 100, 20)], [0] * 400 + [1] * 20, reward=i % 2, group=0) for i in range(4)]
+    # Multi-turn: a short shared prompt, then long turns of each episode's own (env tokens between).
+    turns = [np.r_[prompt[:30], rng.integers(0, 100, n)] for n in (300, 700, 1000, 1500)]
+    multi_turn = [rollout(ids, [0] * 30 + [1, 0] * ((len(ids) - 30) // 2), reward=i % 2, group=0) for i, ids in enumerate(turns)]
+    pair_cost = 1 / 578  # the 4-layer tiny model's
+    assert split_pays(pack(one_turn, cfg, pad_id=0), 4, pair_cost)
+    assert not split_pays(pack(multi_turn, cfg, pad_id=0), 4, pair_cost)
+
+
+def test_rows_sorted_by_length_and_trimmed_keep_every_rows_arrays():
+    cfg = GRPOConfig(group_size=2, max_length=64, micro_batch_size=2)
+    rows = [rollout(np.arange(n) + 1, [0] * 2 + [1] * (n - 2), reward=float(n % 3 == 0), group=0) for n in (9, 3, 6, 4)]
+    batch = pack(rows, cfg, pad_id=0)
+    ordered = by_length(batch)
+    assert ordered.attention_mask.sum(1).tolist() == [3, 4, 6, 9]
+    short = trimmed(take_rows(ordered, slice(0, 2)))
+    assert short.shape == (2, 4) and short.num_sequences == batch.num_sequences
+    np.testing.assert_array_equal(short.input_ids, batch.input_ids[[1, 3], :4])
+    np.testing.assert_array_equal(short.loss_mask, batch.loss_mask[[1, 3], :4])
+    np.testing.assert_array_equal(short.advantages, batch.advantages[[1, 3]])

@@ -9,9 +9,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from tests.algos.tiny_batches import multi_turn_rollouts
-from textgym.algos.grpo import GRPOConfig, pack
+from textgym.algos.grpo import GRPOConfig, pack, split_micro_batches
+from textgym.algos.grpo.batch import by_length
 from textgym.algos.grpo import grpo_loss as reference_loss
-from textgym.algos.grpo.prompts import split_prompts
+from textgym.algos.grpo.prompts import split_pays, split_prompts
 from textgym.algos.models import tiny
 from textgym.algos.torch import Learner, grpo_loss, load_model
 from textgym.algos.torch.model import continuation_logprobs, sequence_logprobs
@@ -220,6 +221,41 @@ def test_the_head_at_trained_positions_gives_the_full_heads_loss_and_gradients(m
     on = batch.loss_mask > 0
     np.testing.assert_allclose(scored[on], every[on], atol=1e-6)
     assert not scored[~on].any()
+
+
+def test_whole_rows_without_a_mask_give_the_prompt_splits_loss_and_gradients(model_dir):
+    # Multi-turn rows run whole, sorted by length, under causal attention with no mask: the same
+    # objective as cutting them at their prompts, in another summation order.
+    policy = load_model(model_dir)
+    config = GRPOConfig(group_size=4, micro_batch_size=4, max_length=128, kl_beta=0.1, advantage="turn")
+    batch = pack(multi_turn_rollouts(3), config, pad_id=policy.pad_id)
+    learner = Learner(policy, config)
+
+    def loss_and_grads(whole_rows):
+        learner.network.zero_grad()
+        micros = split_micro_batches(by_length(batch) if whole_rows else batch, config.micro_batch_size)
+        total = 0.0
+        for micro in micros:
+            loss, _ = learner._loss(micro, policy.device, whole_rows)
+            loss.backward()
+            total += loss.item()
+        return total, {k: p.grad.numpy().copy() for k, p in learner.network.named_parameters()}
+
+    (split_loss, split_grads), (whole_loss, whole_grads) = loss_and_grads(False), loss_and_grads(True)
+    assert whole_loss == pytest.approx(split_loss, abs=1e-6)
+    for name, grad in split_grads.items():
+        np.testing.assert_allclose(whole_grads[name], grad, atol=1e-6, err_msg=name)
+
+
+def test_old_logprobs_of_whole_rows_equal_the_masked_forwards(model_dir):
+    policy = load_model(model_dir)
+    config = GRPOConfig(group_size=4, micro_batch_size=4, max_length=128, num_iterations=2)
+    batch = pack(multi_turn_rollouts(3), config, pad_id=policy.pad_id)
+    learner = Learner(policy, config)
+    learner.pair_cost = 1.0  # attention dear enough that whole rows pay
+    assert not split_pays(batch, config.micro_batch_size, learner.pair_cost)
+    want = policy.logprobs(batch.input_ids, batch.attention_mask, scored=batch.loss_mask)
+    np.testing.assert_allclose(learner._old_logprobs(batch), want, atol=1e-6)
 
 
 def test_gradient_accumulation_does_not_change_the_step(model_dir):
