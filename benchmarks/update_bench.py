@@ -102,7 +102,9 @@ def main() -> None:
         backend = load_backend(name, args.threads)
         model = backend.load_model(path)
         batch = pack(rollouts, grpo, pad_id=model.pad_id)
-        batch = batch.replace(old_logprobs=model.logprobs(batch.input_ids, batch.attention_mask, temperature=grpo.temperature, scored=batch.loss_mask))
+        batch = batch.replace(
+            old_logprobs=model.logprobs(batch.input_ids, batch.attention_mask, temperature=grpo.temperature, scored=batch.loss_mask)
+        )
         learner = backend.Learner(model, grpo)
         first = step_cpu_seconds(learner, batch)
         steady = statistics.median(step_cpu_seconds(learner, batch) for _ in range(args.repeats)) if args.repeats else first

@@ -10,8 +10,8 @@ pytest.importorskip("transformers")
 
 from tests.algos.tiny_batches import multi_turn_rollouts
 from textgym.algos.grpo import GRPOConfig, pack, split_micro_batches
-from textgym.algos.grpo.batch import by_length
 from textgym.algos.grpo import grpo_loss as reference_loss
+from textgym.algos.grpo.batch import by_length
 from textgym.algos.grpo.prompts import split_pays, split_prompts
 from textgym.algos.models import tiny
 from textgym.algos.torch import Learner, grpo_loss, load_model
