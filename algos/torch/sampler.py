@@ -3,7 +3,8 @@
 The torch twin of :mod:`textgym.algos.jax.sampler`. The distinct prompts are left-padded into
 one prefill (positions count real tokens only, so padding never shifts RoPE) whose cache is copied
 to every row that continues them; then one token per step for every unfinished row, each step
-feeding only the new token against the cache. With a :class:`~textgym.algos.rollouts.context_cache.ContextCache`,
+feeding only the new token against the cache (:mod:`textgym.algos.torch.decode`: the model's
+decode step without transformers' per-call machinery, where the architecture allows). With a :class:`~textgym.algos.rollouts.context_cache.ContextCache`,
 the slots of a prompt's tokens that an earlier call already ran (an episode's previous turns) are
 filled from it and only the last ``new`` slots run through the model, where ``new`` is the most
 that any distinct prompt has not cached; after the call each row's keys and values are stored. On a CPU the linears multiply by weights packed
@@ -24,6 +25,7 @@ from transformers.cache_utils import DynamicLayer
 from textgym.algos.grpo.learner import stop_sequences
 from textgym.algos.grpo.prompts import distinct_prompts
 from textgym.algos.rollouts.context_cache import MISS, ContextCache, Hit
+from textgym.algos.torch.decode import decoder_for
 from textgym.algos.torch.packed import PackedLinear, packed_linears
 from textgym.draws import call_uniforms
 
@@ -209,6 +211,7 @@ def generate(
         ends = np.full(batch, int(max_new_tokens))  # generated length of each row
         tokens, logps, history = [], [], [[] for _ in range(batch)]
         fed = 0  # decode steps run: the sampled tokens whose keys and values are in the cache
+        decode = decoder_for(model, cache)
         for step in range(int(max_new_tokens)):
             tok, lp = sample_token(logits[:, -1].float(), temperature, top_p, uniforms[:, step : step + 1])
             tok = torch.where(done, torch.full_like(tok, pad_id), tok)
@@ -225,7 +228,7 @@ def generate(
             if bool(done.all()) or step == max_new_tokens - 1:  # no step samples from the last logits
                 break
             mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
-            logits = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None], cache=cache, use_cache=True).logits
+            logits = decode(tok[:, None], mask, next_pos[:, None])
             next_pos = next_pos + 1
             fed += 1
     toks = torch.stack(tokens, 1).cpu().numpy().astype(np.int32) if tokens else np.zeros((batch, 0), np.int32)
