@@ -15,6 +15,7 @@ forward.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -26,13 +27,13 @@ def supports(model: torch.nn.Module) -> bool:
     """Whether :func:`decode_step` repeats ``model``'s forward: a Qwen2 or Llama causal LM under SDPA, full attention only."""
     if type(model).__name__ not in _ARCHITECTURES:
         return False
-    config = model.config
+    config: Any = model.config
     return config._attn_implementation == "sdpa" and all(
         t == "full_attention" for t in getattr(config, "layer_types", None) or ["full_attention"]
     )
 
 
-def _rms_norm(norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+def _rms_norm(norm: Any, x: torch.Tensor) -> torch.Tensor:
     """The model's RMSNorm, its own operations in their order."""
     dtype = x.dtype
     x = x.to(torch.float32)
@@ -45,7 +46,7 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def decode_step(model: torch.nn.Module, layers: list, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+def decode_step(model: Any, layers: list, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """``model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=...).logits`` for one token a row.
 
     Args:

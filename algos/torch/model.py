@@ -13,6 +13,7 @@ import copy
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -50,10 +51,10 @@ def attention_pair_cost(model: torch.nn.Module) -> float:
     """A query-key pair's attention FLOPs over a token's FLOPs in the model's linears (see
     :func:`textgym.algos.grpo.prompts.split_pays`): ``2 * attention width * layers / weights``,
     the weights without the token embedding and the LM head (which runs at trained tokens only)."""
-    config = model.config
+    config: Any = model.config
     width = config.num_attention_heads * (getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
-    embedding = model.get_input_embeddings().weight
-    head = model.get_output_embeddings()
+    embedding: Any = model.get_input_embeddings().weight
+    head: Any = model.get_output_embeddings()
     outside = embedding.numel() + (0 if head is None or head.weight is embedding else head.weight.numel())
     return 2 * width * config.num_hidden_layers / max(sum(p.numel() for p in model.parameters()) - outside, 1)
 
