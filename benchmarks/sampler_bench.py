@@ -177,7 +177,8 @@ def main() -> None:
             if impl == "transformers":
                 warmups[impl, dtype] = transformers_call(hf, short, 1, 4)
             else:
-                policies[impl, dtype] = load_backend(impl).load_model(path, sampler_dtype=dtype)
+                # No context cache: a later round's prompts would be cache hits, not prefills.
+                policies[impl, dtype] = load_backend(impl).load_model(path, sampler_dtype=dtype, context_cache_mb=0)
                 warmups[impl, dtype] = partial(policies[impl, dtype].generate, short, 4, 1.0, 0, eos_ids=())
             for name, (u, rows) in layouts.items():
                 if impl == "transformers":
