@@ -165,6 +165,14 @@ def _split(params, config: GRPOConfig):
     return (params["lora"], params["base"]) if config.lora_rank else split_trainable(params, config.trainable_layers)
 
 
+def _shape(split: PromptSplit) -> tuple[int, int, int, int]:
+    """The padded shape of a micro-batch: its distinct prompts (a power of two), their width, its
+    continuations' columns and its trained positions (:func:`fine_bucket` steps of each)."""
+    trained = int((split.rest.loss_mask[:, 1:] > 0).sum())
+    prompts = bucket_length(len(split.prompt_ids), _UNBOUNDED, min_bucket=1)
+    return prompts, split.prompt_ids.shape[1], fine_bucket(split.rest.shape[1]), fine_bucket(max(1, trained))
+
+
 def _pad_right(a: np.ndarray | None, columns: int) -> np.ndarray | None:
     """A right-padded ``(B, C)`` array widened with zeros to ``columns`` (``(B,)`` arrays and None as they are)."""
     return a if a is None or a.ndim == 1 else np.pad(a, ((0, 0), (0, columns - a.shape[1])))
@@ -241,24 +249,33 @@ class Learner(BaseLearner):
         return self._stacked[1]
 
     def _laid_out(self, batch: Batch, whole_rows: bool) -> list[tuple[PromptSplit, np.ndarray]]:
-        """:meth:`_micro_batches` with the layout given: the micro-batches of each shape stacked."""
+        """:meth:`_micro_batches` with the layout given: the micro-batches of each shape stacked.
+
+        Sorted whole rows differ in width from one micro-batch to the next, so each is padded to
+        its own; micro-batches cut at their prompts are alike, and share the widest one's shape
+        (one scan, one compilation).
+        """
         micros = split_micro_batches(by_length(batch) if whole_rows else batch, self.config.micro_batch_size)
         micros = [m for m in micros if m.loss_weights.any()] or micros[:1]  # padding rows weigh nothing
-        shapes: dict[tuple, list[tuple[PromptSplit, np.ndarray]]] = {}
-        for m in micros:
-            micro, scored = self._padded(split_prompts(m, self.model.pad_id, _PROMPT_MULTIPLE, whole_rows=whole_rows), batch)
-            shapes.setdefault((micro.prompt_ids.shape, micro.rest.shape, scored.shape), []).append((micro, scored))
-        return [self._on_mesh(*jax.tree.map(lambda *xs: np.stack(xs), *same)) for same in shapes.values()]
+        splits = [split_prompts(m, self.model.pad_id, _PROMPT_MULTIPLE, whole_rows=whole_rows) for m in micros]
+        shapes = [_shape(split) for split in splits]
+        if not whole_rows:
+            shapes = [tuple(np.max(shapes, axis=0))] * len(splits)
+        stacks: dict[tuple, list[tuple[PromptSplit, np.ndarray]]] = {}
+        for split, shape in zip(splits, shapes, strict=True):
+            stacks.setdefault(shape, []).append(self._padded(split, batch, *shape))
+        return [self._on_mesh(*jax.tree.map(lambda *xs: np.stack(xs), *same)) for same in stacks.values()]
 
-    def _padded(self, split: PromptSplit, batch: Batch) -> tuple[PromptSplit, np.ndarray]:
-        """``split`` padded to its shape's :func:`fine_bucket` steps, with its trained positions."""
+    def _padded(
+        self, split: PromptSplit, batch: Batch, prompts: int, width: int, columns: int, slots: int
+    ) -> tuple[PromptSplit, np.ndarray]:
+        """``split`` padded to ``prompts x width`` prompts and ``columns`` columns, with its
+        trained positions in ``slots``."""
         pad = self.model.pad_id
-        columns = fine_bucket(split.rest.shape[1])
         arrays = ("input_ids", "attention_mask", "positions", "loss_mask", "loss_weights", "advantages", "old_logprobs", "is_weights")
-        rows, width = bucket_length(len(split.prompt_ids), _UNBOUNDED, min_bucket=1), split.prompt_ids.shape[1]
         micro = PromptSplit(
-            _pad_prompts(split.prompt_ids, rows, width, pad),
-            _pad_prompts(split.prompt_mask, rows, width, 0),
+            _pad_prompts(split.prompt_ids, prompts, width, pad),
+            _pad_prompts(split.prompt_mask, prompts, width, 0),
             split.source,
             split.rest.replace(
                 **{name: _pad_right(getattr(split.rest, name), columns) for name in arrays},
@@ -267,8 +284,7 @@ class Learner(BaseLearner):
                 token_count=np.float32(batch.token_count),
             ),
         )
-        trained = micro.rest.loss_mask > 0
-        return micro, scored_positions(trained, fine_bucket(max(1, int(trained[:, 1:].sum()))))
+        return micro, scored_positions(micro.rest.loss_mask > 0, slots)
 
     def _on_mesh(self, micros: PromptSplit, scored: np.ndarray) -> tuple[PromptSplit, np.ndarray]:
         """Stacked micro-batches on the mesh: their rows split over it, the prompts replicated."""
@@ -289,10 +305,11 @@ class Learner(BaseLearner):
         then one jitted AdamW step; see :meth:`BaseLearner.update`."""
         lr = float(self.schedule(self.step))
         grads = jax.tree.map(jnp.zeros_like, _split(self.params, self.config)[0])
-        totals = None
+        sums = []
         for micros, scored in self._micro_batches(batch):
             grads, metrics = accumulate(self.graphdef, self.ref_graphdef, self.config, self.params, self.ref_params, grads, micros, scored)
-            totals = metrics if totals is None else jax.tree.map(jnp.add, totals, metrics)
+            sums.append(metrics)
+        totals = jax.tree.map(lambda *xs: sum(xs), *sums)
         self.params, self.opt_state, grad_norm = apply(self.config, self.optimizer_config, self.params, self.opt_state, grads)
         self.step += 1
         self._publish()
