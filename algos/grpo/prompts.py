@@ -53,7 +53,7 @@ class PromptSplit:
     rest: Batch
 
 
-def split_prompts(batch: Batch, pad_id: int, prompt_multiple: int = 1, rest_multiple: int = 1, *, whole_rows: bool = False) -> PromptSplit:
+def split_prompts(batch: Batch, pad_id: int, prompt_multiple: int = 1, rest_multiple: int = 1) -> PromptSplit:
     """Split ``batch`` (right-padded) at each row's first trained token; see :class:`PromptSplit`.
 
     Args:
@@ -61,13 +61,9 @@ def split_prompts(batch: Batch, pad_id: int, prompt_multiple: int = 1, rest_mult
         pad_id: Id written in the padding.
         prompt_multiple: ``P`` is rounded up to a multiple of it (jitted steps compile per shape).
         rest_multiple: ``C`` is rounded up to a multiple of it.
-        whole_rows: Cut every row after its first token instead: the rows run whole, in one
-            causal pass (for where :func:`split_pays` says that costs less than the split).
     """
     # A row without trained tokens (padding, masked) keeps its tokens in the prompt: no loss either way.
     lengths, cut = prompt_cuts(batch)
-    if whole_rows:
-        cut = np.ones_like(cut)
     prompts, source = distinct_prompts([ids[:n] for ids, n in zip(batch.input_ids, cut)])
     width = -(-max(len(p) for p in prompts) // prompt_multiple) * prompt_multiple
     prompt_ids = np.full((len(prompts), width), pad_id, np.int32)

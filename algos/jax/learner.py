@@ -1,14 +1,12 @@
-"""The GRPO learner: jitted scans that add up the micro-batches' gradients, then AdamW.
+"""The GRPO learner: one jitted update that scans micro-batches, then AdamW.
 
 ``Learner.train_step(batch)`` (the shared skeleton of :class:`~textgym.algos.grpo.BaseLearner`)
-runs ``config.num_iterations`` updates on one packed batch. Each update adds up its micro-batches'
-gradients, a ``lax.scan`` over those of each shape (the batch's ``loss_weights`` already hold the
-global normalisers, so the sum *is* the gradient of the whole batch's loss), then
-``optax.chain(clip_by_global_norm, adamw)`` applies it in one more jitted call. Master parameters and optimiser state stay float32;
-``compute_dtype="bfloat16"`` casts a copy for the forward pass. Each micro-batch is cut at its
-rows' prompts (:func:`~textgym.algos.grpo.batch.split_prompts`), so a group's shared prompt runs
-once, or, where that costs more (long multi-turn rows, as the torch learner decides), runs whole
-rows sorted by length. Each is padded to its own shape, not the batch's longest row's.
+runs ``config.num_iterations`` updates on one packed batch. Each update is a single jitted function: a ``lax.scan`` over the micro-batches sums their gradients
+(the batch's ``loss_weights`` already hold the global normalisers, so the sum *is* the gradient
+of the whole batch's loss), then ``optax.chain(clip_by_global_norm, adamw)`` applies it. Master
+parameters and optimiser state stay float32; ``compute_dtype="bfloat16"`` casts a copy for the
+forward pass. Each micro-batch is cut at its rows' prompts
+(:func:`~textgym.algos.grpo.batch.split_prompts`), so a group's shared prompt runs once.
 
 With LoRA (``lora_rank > 0``) the decoder is built with Flax NNX's ``nnx.LoRALinear`` on the
 targets (:mod:`textgym.algos.jax.lora`): only its ``nnx.LoRAParam`` adapters are differentiated
@@ -36,20 +34,20 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from textgym.algos.config.optimizer import OptimizerConfig
 from textgym.algos.grpo import Batch, GRPOConfig, bucket_length, fine_bucket, split_micro_batches
-from textgym.algos.grpo.batch import by_length
 from textgym.algos.grpo.learner import AdamState, BaseLearner
 from textgym.algos.grpo.lora import MERGED, adapter_names, load_adapter, save_adapter
-from textgym.algos.grpo.prompts import PromptSplit, split_pays, split_prompts
+from textgym.algos.grpo.prompts import PromptSplit, split_prompts
 from textgym.algos.jax.lora import adapter_module, add_lora, from_peft, merge_lora, to_peft
 from textgym.algos.jax.loss import grpo_loss
-from textgym.algos.jax.model import JaxLanguageModel, attention_pair_cost
+from textgym.algos.jax.model import JaxLanguageModel
 from textgym.algos.jax.params import copy_side_files, export_params, load_params, merge_trees, path_to_hf, split_trainable
 from textgym.algos.jax.sharding import batch_sharding, shard_params
 from textgym.algos.jax.transformer import empty_cache, picked_logprobs, positions_from_mask, scored_logprobs, scored_positions
 from textgym.error import CheckpointMismatch
 
 # A row's prompt (its tokens before the first trained one) hardly varies within an env: multiples
-# of 16. Continuations do: fine_bucket keeps their padding under an eighth.
+# of 16. Continuations do, and every one of their tokens attends to all columns: fine_bucket keeps
+# the waste small (a 25-token answer in 32 columns, not 64) and the compilations few.
 _PROMPT_MULTIPLE = 16
 _UNBOUNDED = 1 << 30
 
@@ -108,31 +106,31 @@ def _copy_rows(pick: jax.Array, x: jax.Array) -> jax.Array:
     return jnp.einsum("bu,u...->b...", pick, x, precision=jax.lax.Precision.HIGHEST)
 
 
-@partial(jax.jit, static_argnames=("graphdef", "ref_graphdef", "config"), donate_argnames=("grads",))
-def accumulate(
+@partial(jax.jit, static_argnames=("graphdef", "ref_graphdef", "config", "optimizer"), donate_argnames=("params", "opt_state"))
+def update(
     graphdef: nnx.GraphDef,
     ref_graphdef: nnx.GraphDef,
     config: GRPOConfig,
+    optimizer: OptimizerConfig,
     params,
+    opt_state,
     ref_params,
-    grads,
     micros: PromptSplit,
     scored: jax.Array,
 ):
-    """``grads`` plus the gradients of the loss on micro-batches of one shape, stacked as
-    ``(n_micro, micro_batch_size, ...)``, and their summed metrics.
+    """One optimiser step on micro-batches stacked as ``(n_micro, micro_batch_size, ...)``.
 
-    A ``lax.scan`` runs them in one call: XLA:CPU's temporaries (the attention's scores above all)
-    are fresh pages each call, so one call a micro-batch paid for faulting them in every time.
     ``scored`` ``(n_micro, K)``: each micro-batch's trained positions (see :func:`_logprobs`), the
-    only ones the LM head runs at. Static on the graphs (the trained model's and the KL reference's,
-    which with LoRA is the base model without adapters) and the config, so learners of one
-    architecture share the compilations; one is made per shape.
+    only ones the LM head runs at.
+
+    Static on the graphs (the trained model's and the KL reference's, which with LoRA is the base model
+    without adapters) and the configs, so learners of one architecture share the compilation.
 
     Returns:
-        ``(grads, metrics)``; each metric is additive over micro-batches (see
-        :func:`textgym.algos.grpo.grpo_loss`).
+        ``(params, opt_state, metrics)``; metrics are sums over the micro-batches (each is
+        additive, see :func:`textgym.algos.grpo.grpo_loss`) plus ``stats/grad_norm``.
     """
+
     trained, frozen = _split(params, config)  # only `trained` is differentiated
     if config.lora_rank and config.kl_beta > 0:
         ref_params = frozen  # LoRA's KL reference is the base model
@@ -141,36 +139,22 @@ def accumulate(
         ref = None if ref_params is None else _logprobs(ref_graphdef, config, ref_params, micro, at)
         return grpo_loss(_logprobs(graphdef, config, merge_trees(p, frozen), micro, at), micro.rest, config, ref)
 
-    def add(grads, xs):
+    def accumulate(grads, xs):
         (_, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(trained, *xs)
         return jax.tree.map(jnp.add, grads, g), metrics
 
-    grads, metrics = jax.lax.scan(add, grads, (micros, scored))
-    return grads, jax.tree.map(jnp.sum, metrics)
-
-
-@partial(jax.jit, static_argnames=("config", "optimizer"), donate_argnames=("params", "opt_state"))
-def apply(config: GRPOConfig, optimizer: OptimizerConfig, params, opt_state, grads):
-    """One optimiser step with the batch's summed gradient: ``(params, opt_state, grad norm)``."""
-    trained, frozen = _split(params, config)
-    grad_norm = optax.tree.norm(grads)
+    grads, metrics = jax.lax.scan(accumulate, jax.tree.map(jnp.zeros_like, trained), (micros, scored))
+    metrics = jax.tree.map(jnp.sum, metrics)
+    metrics["stats/grad_norm"] = optax.tree.norm(grads)
     updates, opt_state = make_optimizer(optimizer).update(grads, opt_state, trained)
     trained = optax.apply_updates(trained, updates)
-    return ({"base": frozen, "lora": trained} if config.lora_rank else merge_trees(trained, frozen)), opt_state, grad_norm
+    return ({"base": frozen, "lora": trained} if config.lora_rank else merge_trees(trained, frozen)), opt_state, metrics
 
 
 def _split(params, config: GRPOConfig):
     """``(trained, frozen)``: LoRA's adapters (the ``nnx.LoRAParam`` variables) and base, or the
     weights cut by ``trainable_layers``; :func:`merge_trees` makes the whole tree again."""
     return (params["lora"], params["base"]) if config.lora_rank else split_trainable(params, config.trainable_layers)
-
-
-def _shape(split: PromptSplit) -> tuple[int, int, int, int]:
-    """The padded shape of a micro-batch: its distinct prompts (a power of two), their width, its
-    continuations' columns and its trained positions (:func:`fine_bucket` steps of each)."""
-    trained = int((split.rest.loss_mask[:, 1:] > 0).sum())
-    prompts = bucket_length(len(split.prompt_ids), _UNBOUNDED, min_bucket=1)
-    return prompts, split.prompt_ids.shape[1], fine_bucket(split.rest.shape[1]), fine_bucket(max(1, trained))
 
 
 def _pad_right(a: np.ndarray | None, columns: int) -> np.ndarray | None:
@@ -223,8 +207,7 @@ class Learner(BaseLearner):
         self.ref_params = jax.tree.map(jnp.copy, self.params) if config.kl_beta > 0 and not config.lora_rank else None
         self.opt_state = self._place(self.optimizer.init(_split(self.params, config)[0]))
         # The last batch's micro-batches and trained positions, reused across iterations.
-        self._stacked: tuple[Batch, list[tuple[PromptSplit, np.ndarray]]] | None = None
-        self.pair_cost = attention_pair_cost(model.config, model.params)
+        self._stacked: tuple[Batch, tuple[PromptSplit, np.ndarray]] | None = None
         if config.lora_rank:
             self._publish()  # from now on the model scores and samples through the adapted graph
 
@@ -234,86 +217,65 @@ class Learner(BaseLearner):
         # Host copies: a device array of one process cannot be placed on another's devices.
         return shard_params(jax.tree.map(np.asarray, tree) if jax.process_count() > 1 else tree, self.mesh)
 
-    def _micro_batches(self, batch: Batch) -> list[tuple[PromptSplit, np.ndarray]]:
-        """Every micro-batch cut at its prompts, or, where that costs more (:func:`split_pays`:
-        long multi-turn rows), the rows sorted by length and run whole; each with its trained
-        positions (see :func:`_logprobs`), stacked by shape for :func:`accumulate`.
-
-        Each micro-batch is padded only to its own shape, in :func:`fine_bucket` steps (the
-        update compiles once per shape): sorted whole rows of a few hundred tokens then do not
-        pay for the batch's longest.
-        """
-        if self._stacked is None or self._stacked[0] is not batch:
-            whole_rows = not split_pays(batch, self.config.micro_batch_size, self.pair_cost)
-            self._stacked = (batch, self._laid_out(batch, whole_rows))
-        return self._stacked[1]
-
-    def _laid_out(self, batch: Batch, whole_rows: bool) -> list[tuple[PromptSplit, np.ndarray]]:
-        """:meth:`_micro_batches` with the layout given: the micro-batches of each shape stacked.
-
-        Sorted whole rows differ in width from one micro-batch to the next, so each is padded to
-        its own; micro-batches cut at their prompts are alike, and share the widest one's shape
-        (one scan, one compilation).
-        """
-        micros = split_micro_batches(by_length(batch) if whole_rows else batch, self.config.micro_batch_size)
-        micros = [m for m in micros if m.loss_weights.any()] or micros[:1]  # padding rows weigh nothing
-        splits = [split_prompts(m, self.model.pad_id, _PROMPT_MULTIPLE, whole_rows=whole_rows) for m in micros]
-        shapes = [_shape(split) for split in splits]
-        if not whole_rows:
-            shapes = [tuple(np.max(shapes, axis=0))] * len(splits)
-        stacks: dict[tuple, list[tuple[PromptSplit, np.ndarray]]] = {}
-        for split, shape in zip(splits, shapes, strict=True):
-            stacks.setdefault(shape, []).append(self._padded(split, batch, *shape))
-        return [self._on_mesh(*jax.tree.map(lambda *xs: np.stack(xs), *same)) for same in stacks.values()]
-
-    def _padded(
-        self, split: PromptSplit, batch: Batch, prompts: int, width: int, columns: int, slots: int
-    ) -> tuple[PromptSplit, np.ndarray]:
-        """``split`` padded to ``prompts x width`` prompts and ``columns`` columns, with its
-        trained positions in ``slots``."""
+    def _micro_batches(self, batch: Batch) -> tuple[PromptSplit, np.ndarray]:
+        """Split every micro-batch at its prompts and stack them as ``(n_micro, rows, ...)`` for the
+        scan, with each one's trained positions ``(n_micro, K)`` (``K``: the most trained tokens of
+        a micro-batch, in :func:`fine_bucket` steps, so the step compiles once per bucket)."""
+        if self._stacked is not None and self._stacked[0] is batch:
+            return self._stacked[1]
         pad = self.model.pad_id
+        splits = [split_prompts(m, pad, _PROMPT_MULTIPLE) for m in split_micro_batches(batch, self.config.micro_batch_size)]
+        prompts = bucket_length(max(len(s.prompt_ids) for s in splits), _UNBOUNDED, min_bucket=1)
+        width = max(s.prompt_ids.shape[1] for s in splits)
+        columns = fine_bucket(max(s.rest.shape[1] for s in splits))
         arrays = ("input_ids", "attention_mask", "positions", "loss_mask", "loss_weights", "advantages", "old_logprobs", "is_weights")
-        micro = PromptSplit(
-            _pad_prompts(split.prompt_ids, prompts, width, pad),
-            _pad_prompts(split.prompt_mask, prompts, width, 0),
-            split.source,
-            split.rest.replace(
-                **{name: _pad_right(getattr(split.rest, name), columns) for name in arrays},
-                num_sequences=np.int32(batch.num_sequences),
-                env_errors=np.int32(batch.env_errors),
-                token_count=np.float32(batch.token_count),
-            ),
-        )
-        return micro, scored_positions(micro.rest.loss_mask > 0, slots)
-
-    def _on_mesh(self, micros: PromptSplit, scored: np.ndarray) -> tuple[PromptSplit, np.ndarray]:
-        """Stacked micro-batches on the mesh: their rows split over it, the prompts replicated."""
-        if self.mesh is None:
-            return micros, scored
-        replicated = NamedSharding(self.mesh, PartitionSpec())  # prompts are few and any row may read any of them
-        rows = lambda x: jax.device_put(x, batch_sharding(self.mesh, x.ndim, 1) if x.ndim >= 2 else replicated)
-        micros = PromptSplit(
-            jax.device_put(micros.prompt_ids, replicated),
-            jax.device_put(micros.prompt_mask, replicated),
-            rows(micros.source),
-            jax.tree.map(rows, micros.rest),
-        )
-        return micros, jax.device_put(scored, replicated)  # flat indices over all of a micro-batch's rows
+        padded = [
+            PromptSplit(
+                _pad_prompts(s.prompt_ids, prompts, width, pad),
+                _pad_prompts(s.prompt_mask, prompts, width, 0),
+                s.source,
+                s.rest.replace(
+                    **{name: _pad_right(getattr(s.rest, name), columns) for name in arrays},
+                    num_sequences=np.int32(batch.num_sequences),
+                    env_errors=np.int32(batch.env_errors),
+                    token_count=np.float32(batch.token_count),
+                ),
+            )
+            for s in splits
+        ]
+        stacked = jax.tree.map(lambda *xs: np.stack(xs), *padded)
+        trained = stacked.rest.loss_mask > 0  # (n_micro, B, C)
+        slots = fine_bucket(max(1, int(trained[:, :, 1:].sum(axis=(1, 2)).max())))
+        scored = np.stack([scored_positions(mask, slots) for mask in trained])
+        if self.mesh is not None:
+            replicated = NamedSharding(self.mesh, PartitionSpec())  # prompts are few and any row may read any of them
+            rows = lambda x: jax.device_put(x, batch_sharding(self.mesh, x.ndim, 1) if x.ndim >= 2 else replicated)
+            stacked = PromptSplit(
+                jax.device_put(stacked.prompt_ids, replicated),
+                jax.device_put(stacked.prompt_mask, replicated),
+                rows(stacked.source),
+                jax.tree.map(rows, stacked.rest),
+            )
+            scored = jax.device_put(scored, replicated)  # flat indices over all of a micro-batch's rows
+        self._stacked = (batch, (stacked, scored))
+        return stacked, scored
 
     def update(self, batch: Batch) -> dict[str, float]:
-        """One optimiser step: the micro-batches' gradients added up (a jitted call per shape),
-        then one jitted AdamW step; see :meth:`BaseLearner.update`."""
+        """One jitted optimiser step over ``batch``'s micro-batches; see :meth:`BaseLearner.update`."""
         lr = float(self.schedule(self.step))
-        grads = jax.tree.map(jnp.zeros_like, _split(self.params, self.config)[0])
-        sums = []
-        for micros, scored in self._micro_batches(batch):
-            grads, metrics = accumulate(self.graphdef, self.ref_graphdef, self.config, self.params, self.ref_params, grads, micros, scored)
-            sums.append(metrics)
-        totals = jax.tree.map(lambda *xs: sum(xs), *sums)
-        self.params, self.opt_state, grad_norm = apply(self.config, self.optimizer_config, self.params, self.opt_state, grads)
+        self.params, self.opt_state, metrics = update(
+            self.graphdef,
+            self.ref_graphdef,
+            self.config,
+            self.optimizer_config,
+            self.params,
+            self.opt_state,
+            self.ref_params,
+            *self._micro_batches(batch),
+        )
         self.step += 1
         self._publish()
-        return {k: float(_local(v)) for k, v in totals.items()} | {"stats/grad_norm": float(_local(grad_norm)), "stats/lr": lr}
+        return {k: float(_local(v)) for k, v in metrics.items()} | {"stats/lr": lr}
 
     def _publish(self) -> None:
         """Give the language model (the sampler) the new weights, in its own dtype (this process's copy),

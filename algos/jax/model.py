@@ -67,16 +67,6 @@ def _score(graphdef: nnx.GraphDef, params, ids, mask, temperature, at=None):
     return lp * mask * jnp.pad(mask[:, :-1], ((0, 0), (1, 0)))
 
 
-def attention_pair_cost(config: ModelConfig, params: dict) -> float:
-    """A query-key pair's attention FLOPs over a token's FLOPs in the layers' linears (see
-    :func:`textgym.algos.grpo.prompts.split_pays`): ``2 * attention width * layers / weights``,
-    the weights without the token embedding and the LM head (which runs at trained tokens only)."""
-    leaves = jax.tree_util.tree_flatten_with_path(params)[0]
-    outside = ("embed_tokens", "lm_head")
-    weights = sum(leaf.size for path, leaf in leaves if not any(name in jax.tree_util.keystr(path) for name in outside))
-    return 2 * config.num_heads * config.head_dim * config.num_layers / max(weights, 1)
-
-
 class JaxLanguageModel:
     """A decoder with its parameters, a jitted scorer and a sampler.
 

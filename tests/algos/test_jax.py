@@ -31,13 +31,12 @@ from safetensors.numpy import load_file, save_file
 
 from tests.algos.tiny_batches import SMALL, multi_turn_rollouts
 from textgym.algos.grpo import GRPOConfig, fine_bucket, grpo_loss, pack
-from textgym.algos.grpo.prompts import split_pays, split_prompts
+from textgym.algos.grpo.prompts import split_prompts
 from textgym.algos.jax import Learner, load_model, sampler
 from textgym.algos.jax import loss as jax_loss
-from textgym.algos.jax.learner import _logprobs, accumulate
+from textgym.algos.jax.learner import _logprobs
 from textgym.algos.jax.transformer import scored_positions
 from textgym.algos.models import tiny as textgym_tiny
-from textgym.algos.torch.model import attention_pair_cost
 from textgym.draws import call_uniforms
 from textgym.rollout import Rollout
 
@@ -469,38 +468,6 @@ def test_the_head_at_trained_positions_gives_the_full_heads_loss_and_gradients(h
     on = batch.loss_mask > 0
     np.testing.assert_allclose(scored[on], every[on], atol=1e-6)
     assert not scored[~on].any()
-
-
-def test_whole_rows_sorted_by_length_give_the_prompt_splits_loss_and_gradients(checkpoints):
-    # Where the split costs more (long multi-turn rows) the learner runs whole rows sorted by
-    # length, each micro-batch padded to its own shape: the same objective in another sum order.
-    policy = load_model(checkpoints["llama"][0])
-    vocab = policy.config.vocab_size
-    rollouts = [dataclasses.replace(r, token_ids=r.token_ids % vocab) for r in multi_turn_rollouts(3)]
-    config = GRPOConfig(group_size=4, micro_batch_size=4, max_length=128, kl_beta=0.1, advantage="turn")
-    batch = pack(rollouts, config, pad_id=policy.pad_id)
-    learner = Learner(policy, config)
-    assert learner.pair_cost == pytest.approx(
-        attention_pair_cost(transformers.AutoModelForCausalLM.from_pretrained(checkpoints["llama"][0]))
-    )
-
-    def loss_and_grads(whole_rows):
-        micros = learner._laid_out(batch, whole_rows)
-        grads, total = jax.tree.map(jnp.zeros_like, learner.params), 0.0
-        for micro, scored in micros:
-            grads, metrics = accumulate(
-                learner.graphdef, learner.ref_graphdef, config, learner.params, learner.ref_params, grads, micro, scored
-            )
-            total += float(metrics["loss/total"])
-        return total, grads, micros
-
-    assert not split_pays(batch, config.micro_batch_size, learner.pair_cost)  # what the learner takes here
-    (split_loss, split_grads, _), (whole_loss, whole_grads, whole) = loss_and_grads(False), loss_and_grads(True)
-    assert all((m.prompt_mask.sum(-1) == 1).all() for m, _ in whole)  # one token before each row's rest
-    assert len({m.rest.shape[-1] for m, _ in whole}) > 1  # each micro-batch as wide as its own rows
-    assert whole_loss == pytest.approx(split_loss, abs=1e-6)
-    for a, b in zip(jax.tree.leaves(whole_grads), jax.tree.leaves(split_grads), strict=True):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)  # float32 order: gradients up to ~2
 
 
 @pytest.mark.slow  # 14-25 s on 2 cores (measured with --durations); runs with -m slow
