@@ -44,13 +44,19 @@ class PackedLinear(nn.Module):
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.linear.bias, "none", [], "")
 
 
+def native_bf16() -> bool:
+    """Whether oneDNN multiplies bfloat16 natively on this CPU (AVX512-BF16 or AMX); without it a
+    bfloat16 product falls back to a generic kernel, slower than float32's."""
+    return torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
 def can_pack(model: nn.Module) -> bool:
     """oneDNN is built in, the weights are on the CPU, in float32 (or bf16 with native bf16 support)."""
     weight = next(model.parameters())
     if weight.device.type != "cpu" or not torch.backends.mkldnn.is_available():
         return False
     if weight.dtype == torch.bfloat16:
-        return torch.ops.mkldnn._is_mkldnn_bf16_supported()
+        return native_bf16()
     return weight.dtype == torch.float32
 
 

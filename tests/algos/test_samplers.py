@@ -9,6 +9,7 @@ logprob. bf16 sampling is checked against float32 teacher forcing of the sequenc
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -129,6 +130,17 @@ def test_torch_bf16_sampler_stays_close_and_leaves_the_weights_float32(model_dir
     assert err.max() > 1e-6  # it did compute in bf16
     again, _ = policy.generate(rows, 12, temperature=1.0, seed=1, eos_ids=())
     assert all(np.array_equal(a, b) for a, b in zip(ids, again)) and policy.sampler_model() is sampler
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_bf16_sampling_on_a_cpu_without_native_bf16_says_it_is_slower(model_dir, monkeypatch, native):
+    monkeypatch.setattr(packing, "native_bf16", lambda: native)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_model(model_dir, sampler_dtype="bfloat16")
+        load_model(model_dir)  # float32 never warns
+    said = [w for w in caught if "native bfloat16" in str(w.message)]
+    assert len(said) == (0 if native else 1)
 
 
 def test_torch_bf16_sampler_follows_a_learner_step(model_dir):
