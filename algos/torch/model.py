@@ -26,7 +26,6 @@ from textgym.algos.grpo.prompts import PromptSplit
 from textgym.algos.models import has_tokenizer
 from textgym.algos.rollouts.context_cache import CONTEXT_CACHE_MB, ContextCache
 from textgym.algos.torch import packed
-from textgym.algos.torch.packed import PackedWeights
 from textgym.algos.torch.sampler import generate, last_position, token_logprobs
 
 
@@ -185,7 +184,7 @@ class TorchLanguageModel:
                 stacklevel=2,
             )
         self.contexts = ContextCache(int(context_cache_mb * 2**20)) if context_cache_mb > 0 else None
-        self._packed = PackedWeights()  # the sampler's packed linears, kept while the weights stay
+        self._packed = packed.PackedWeights()  # the sampler's packed linears, kept while the weights stay
         self.model = model
         self.tokenizer = tokenizer
         self.path = None if path is None else Path(path)
