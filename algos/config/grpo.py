@@ -15,7 +15,7 @@ from textgym.algos.config.optimizer import LRSchedule, OptimizerConfig
 
 LossAggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "constant"]
 AdvantageScaling = Literal["group", "batch", "none"]
-AdvantageLevel = Literal["episode", "turn"]
+AdvantageLevel = Literal["episode", "turn", "rejection-sampling"]
 TurnTokenCredit = Literal["turn", "prefix"]
 ComputeDType = Literal["float32", "bfloat16"]
 PolicyLoss = Literal["clip", "gspo", "cispo"]
@@ -101,7 +101,13 @@ class GRPOConfig:
         " on, ``sum_j turn_discount**j * r_(t+j)`` of the env's per-turn rewards, against those of the"
         ' turns of its group that left from the same ``info["state_key"]``, scaled by '
         "``advantage_scaling`` (a state met once, or returns all equal, give 0); the token advantage "
-        "is ``(1 - turn_advantage_weight) * A_episode + turn_advantage_weight * A_turn``.",
+        "is ``(1 - turn_advantage_weight) * A_episode + turn_advantage_weight * A_turn``. "
+        "``rejection-sampling``: turn-level rejection sampling, an SFT step on the step's accepted "
+        "turns: those whose return from that turn on (``turn_discount``, as ``turn`` takes it) is "
+        "above 0 are trained with advantage 1 and nothing else is (no baseline, no scaling); an "
+        "episode without one is dropped. With ``turn_discount=0`` and a dense reward a turn is "
+        "accepted when its own env step paid (a Sudoku digit that is right), the rule of "
+        '``TrainConfig.sft_turns="rewarded"``.',
     )
     turn_advantage_weight: float = option(
         1.0,
@@ -111,7 +117,7 @@ class GRPOConfig:
     )
     turn_discount: float = option(
         1.0,
-        'With ``advantage="turn"``, the discount ``gamma`` of a turn\'s return over the turns after '
+        'With ``advantage="turn"`` or ``"rejection-sampling"``, the discount ``gamma`` of a turn\'s return over the turns after '
         "it: 1 counts every later reward fully, 0 the turn's own reward alone (a dense per-turn "
         "reward's exact signal).",
     )

@@ -35,6 +35,7 @@ from textgym.algos.grpo.batch import (
     pack,
     pad_rows,
     policy_prefix,
+    sft_batch,
     split_micro_batches,
 )
 from textgym.algos.grpo.credit import shaped_rewards
@@ -60,6 +61,7 @@ __all__ = [
     "pad_rows",
     "policy_prefix",
     "rollout_correction",
+    "sft_batch",
     "shaped_rewards",
     "split_micro_batches",
 ]

@@ -214,6 +214,13 @@ def pack(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
     )
 
 
+def sft_batch(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
+    """A batch whose GRPO step is an SFT step: advantage 1 per sequence, no old logprobs."""
+    batch = pack(rollouts, config, pad_id=pad_id)
+    advantages = (np.arange(batch.shape[0]) < batch.num_sequences).astype(np.float32)
+    return batch.replace(advantages=advantages, old_logprobs=None)
+
+
 def _token_advantages(
     rollouts: Sequence[Rollout],
     samples: list[tuple[int, int, int]],

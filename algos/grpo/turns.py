@@ -20,6 +20,7 @@ pushing the whole move down would teach the model to avoid the empty cell.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,6 +44,26 @@ def turn_returns(rewards: Sequence[float], discount: float) -> np.ndarray:
         later = float(rewards[t]) + discount * later
         returns[t] = later
     return returns
+
+
+def accepted_turns(rollout: Rollout, discount: float) -> Rollout:
+    """The rollout trained on its accepted turns alone: those whose return from that turn on is
+    above 0 keep their loss mask (and the end-of-turn token after them), every other is zeroed.
+
+    Turn-level rejection sampling trains on what this keeps; with ``discount=0`` a turn is accepted
+    when its own env step paid, as a warm start's ``sft_turns="rewarded"`` keeps its demonstrations'.
+
+    Example:
+        >>> r = Rollout("e", "t", 0, [], 1.0, True, 2, True, False, token_ids=np.arange(6),
+        ...             loss_mask=np.array([0, 1, 1, 0, 1, 1]), turn_spans=[(1, 3), (4, 6)], turn_rewards=[0.0, 1.0])
+        >>> accepted_turns(r, 0.0).loss_mask.tolist(), accepted_turns(r, 1.0).loss_mask.tolist()
+        ([0, 0, 0, 0, 1, 1], [0, 1, 1, 0, 1, 1])
+    """
+    mask = np.array(rollout.loss_mask, copy=True)
+    for (start, end), ret in zip(rollout.turn_spans or (), turn_returns(rollout.turn_rewards or (), discount)):
+        if ret <= 0:
+            mask[start : end + 1] = 0
+    return dataclasses.replace(rollout, loss_mask=mask)
 
 
 @dataclass(frozen=True)

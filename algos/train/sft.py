@@ -23,8 +23,9 @@ from textgym.algos.backends import load_backend, make_learner
 from textgym.algos.config import SFTConfig
 from textgym.algos.config.fields import to_json
 from textgym.algos.distributed import processes
-from textgym.algos.grpo import Batch, GRPOConfig, SeedTree, pack, policy_prefix
+from textgym.algos.grpo import Batch, GRPOConfig, SeedTree, policy_prefix, sft_batch
 from textgym.algos.grpo.lora import MERGED
+from textgym.algos.grpo.turns import accepted_turns
 from textgym.algos.rollouts.token_envs import chat_template, keep_chat_template, token_venv
 from textgym.algos.train.report import MetricsLog, progress_bar
 from textgym.algos.train.trackers import check_installed, open_reporter
@@ -80,10 +81,8 @@ def demonstrations(
         for _, end in r.turn_spans or ():
             if end < len(r.token_ids) and int(r.token_ids[end]) in eos:
                 r.loss_mask[end] = 1
-        if turns == "rewarded":
-            for (start, end), reward in zip(r.turn_spans or (), r.turn_rewards or ()):
-                if reward <= 0:
-                    r.loss_mask[start : end + 1] = 0
+    if turns == "rewarded":
+        rollouts = [accepted_turns(r, discount=0.0) for r in rollouts]
     return [policy_prefix(r) for r in rollouts]
 
 
@@ -121,13 +120,6 @@ def warm_start_demonstrations(config: SFTConfig, tokenizer: Any, template: str |
             )
         demos += mine
     return demos
-
-
-def sft_batch(rollouts: Sequence[Rollout], config: GRPOConfig, pad_id: int) -> Batch:
-    """A batch whose GRPO step is an SFT step: advantage 1 per sequence, no old logprobs."""
-    batch = pack(rollouts, config, pad_id=pad_id)
-    advantages = (np.arange(batch.shape[0]) < batch.num_sequences).astype(np.float32)
-    return batch.replace(advantages=advantages, old_logprobs=None)
 
 
 def nll(model: Any, batch: Batch) -> float:

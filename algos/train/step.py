@@ -17,8 +17,9 @@ import numpy as np
 from textgym.algos import backends
 from textgym.algos.config import GRPOConfig, TrainConfig
 from textgym.algos.distributed import processes
-from textgym.algos.grpo import drop_zero_std_groups, pack, policy_prefix
+from textgym.algos.grpo import drop_zero_std_groups, pack, policy_prefix, sft_batch
 from textgym.algos.grpo.credit import Advantages, rollout_advantages
+from textgym.algos.grpo.turns import accepted_turns, turn_returns
 from textgym.algos.models.files import read_json
 from textgym.algos.train.episodes import collect_step
 from textgym.algos.train.report import ROLLOUTS, env_name, write_step_rollouts
@@ -100,6 +101,8 @@ def learn_from(grpo: GRPOConfig, model: Any, learner: Any, rollouts: list[Any]) 
     """One step's update on its rollouts: the zero-std filter, packing, and a train step if there
     is signal."""
     t0 = time.perf_counter()
+    if grpo.advantage == "rejection-sampling":
+        return _learn_from_accepted(grpo, model, learner, rollouts, t0)
     kept, zero_std = drop_zero_std_groups(rollouts, grpo)
     batch = pack([policy_prefix(r) for r in kept], grpo, pad_id=model.pad_id) if kept else None
     scored = rollout_advantages(kept, grpo) if kept else None  # what pack gave each episode and turn, for the records
@@ -112,9 +115,30 @@ def learn_from(grpo: GRPOConfig, model: Any, learner: Any, rollouts: list[Any]) 
     return Update(kept, batch, zero_std, metrics, seconds, scored)
 
 
+def _learn_from_accepted(grpo: GRPOConfig, model: Any, learner: Any, rollouts: list[Any], t0: float) -> Update:
+    """Turn-level rejection sampling: an SFT step on the rollouts' accepted turns (advantage 1 on
+    their tokens, none elsewhere); episodes without one are left out, and ``zero_std`` counts the
+    groups that had none."""
+    accepted = [accepted_turns(r, grpo.turn_discount) for r in rollouts if r.end_reason != "env_error"]
+    kept = [r for r in accepted if np.any(r.loss_mask)]
+    groups = {r.group for r in rollouts}
+    batch = sft_batch([policy_prefix(r) for r in kept], grpo, pad_id=model.pad_id) if kept else None
+    t1 = time.perf_counter()
+    metrics = learner.train_step(batch) if batch is not None else {}
+    seconds = {"time/pack": t1 - t0, "time/update": time.perf_counter() - t1 if batch is not None else 0.0}
+    scored = Advantages(np.ones(len(kept), np.float32)) if kept else None
+    return Update(kept, batch, len(groups - {r.group for r in kept}), metrics, seconds, scored)
+
+
 def logged_advantages(grpo: GRPOConfig, rollouts: list[Any], update: Update) -> tuple[list[float], list[list[float]] | None]:
     """Each episode's advantage in the update, and with ``advantage="turn"`` each turn's: 0 for
-    the episodes of groups the zero-std filter dropped (every episode is logged, also those)."""
+    the episodes of groups the zero-std filter dropped (every episode is logged, also those). With
+    ``"rejection-sampling"``, 1 on each accepted turn."""
+    if grpo.advantage == "rejection-sampling":  # 1 on each accepted turn (its episode: 1 if it has one)
+        turns = [
+            [float(g > 0 and r.end_reason != "env_error") for g in turn_returns(r.turn_rewards or (), grpo.turn_discount)] for r in rollouts
+        ]
+        return [float(any(t)) for t in turns], turns
     scored = update.advantages
     at = {id(r): k for k, r in enumerate(update.kept)} if scored is not None else {}
     episodes = [float(scored.episodes[at[id(r)]]) if id(r) in at else 0.0 for r in rollouts]

@@ -236,3 +236,47 @@ def test_config_validates_the_turn_fields_and_the_flags_set_them(capsys):
     assert main([*argv, "--print-config"]) == 0
     grpo = json.loads(capsys.readouterr().out)["grpo"]
     assert (grpo["advantage"], grpo["turn_advantage_weight"], grpo["turn_discount"]) == ("turn", 0.5, 0.0)
+
+
+class _Recorder:
+    """A learner that keeps the batch it is given."""
+
+    def __init__(self):
+        self.batches = []
+
+    def train_step(self, batch):
+        self.batches.append(batch)
+        return {"loss": 0.0}
+
+
+def test_rejection_sampling_is_an_sft_step_on_the_accepted_turns():
+    """Each turn whose return is above 0 is trained with advantage 1 and nothing else is; an
+    episode without one is left out, and a group without one is counted."""
+    from types import SimpleNamespace
+
+    from textgym.algos.train.step import learn_from, logged_advantages
+
+    rollouts = [*HAND, episode(2, ["s"], [0.0])]  # group 2 has no accepted turn
+    config = GRPOConfig(group_size=3, advantage="rejection-sampling", turn_discount=0.0, max_length=64)
+    learner = _Recorder()
+    update = learn_from(config, SimpleNamespace(pad_id=0), learner, rollouts)
+    (batch,) = learner.batches
+    # Accepted: the second turn of episode 0 and the only turns of episodes 2 and 4.
+    assert len(update.kept) == 3 and batch.attention_mask[:3].sum(axis=1).tolist() == [5, 3, 3]  # cut after the last accepted turn
+    assert batch.num_sequences == 3 and batch.token_count == 3 and batch.old_logprobs is None
+    for row, position in enumerate([4, 2, 2]):
+        assert np.flatnonzero(batch.loss_mask[row]).tolist() == [position]
+        assert batch.advantages[row] == 1.0
+    assert update.zero_std == 1
+    episodes, turns = logged_advantages(config, rollouts, update)
+    assert episodes == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+    assert turns == [[0.0, 1.0], [0.0, 0.0], [1.0], [0.0], [1.0], [0.0]]
+    # With the full return every turn before a paid one is accepted too: episode 0's first turn.
+    full = learn_from(dataclasses.replace(config, turn_discount=1.0), SimpleNamespace(pad_id=0), _Recorder(), rollouts)
+    assert full.kept[0].loss_mask.tolist() == [0, 0, 1, 0, 1, 0]
+
+
+def test_the_flag_selects_rejection_sampling(capsys):
+    argv = ["train", "--preset", "sudoku-moves-tiny", "--advantage", "rejection-sampling", "--turn-discount", "0"]
+    assert main([*argv, "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["grpo"]["advantage"] == "rejection-sampling"
