@@ -46,12 +46,15 @@ def turn_returns(rewards: Sequence[float], discount: float) -> np.ndarray:
     return returns
 
 
-def accepted_turns(rollout: Rollout, discount: float) -> Rollout:
-    """The rollout trained on its accepted turns alone: those whose return from that turn on is
-    above 0 keep their loss mask (and the end-of-turn token after them), every other is zeroed.
+def accepted(rollout: Rollout, discount: float) -> np.ndarray:
+    """``(turns,)`` bool: the policy turns whose return from that turn on is above 0, the ones
+    turn-level rejection sampling trains on; with ``discount=0``, those whose own env step paid."""
+    return turn_returns(rollout.turn_rewards or (), discount) > 0
 
-    Turn-level rejection sampling trains on what this keeps; with ``discount=0`` a turn is accepted
-    when its own env step paid, as a warm start's ``sft_turns="rewarded"`` keeps its demonstrations'.
+
+def accepted_turns(rollout: Rollout, discount: float) -> Rollout:
+    """The rollout with a loss mask on its :func:`accepted` turns alone: every other turn's mask is
+    zeroed, with the token that closes it (a warm start trains that end-of-turn token too).
 
     Example:
         >>> r = Rollout("e", "t", 0, [], 1.0, True, 2, True, False, token_ids=np.arange(6),
@@ -60,8 +63,8 @@ def accepted_turns(rollout: Rollout, discount: float) -> Rollout:
         ([0, 0, 0, 0, 1, 1], [0, 1, 1, 0, 1, 1])
     """
     mask = np.array(rollout.loss_mask, copy=True)
-    for (start, end), ret in zip(rollout.turn_spans or (), turn_returns(rollout.turn_rewards or (), discount)):
-        if ret <= 0:
+    for (start, end), keep in zip(rollout.turn_spans or (), accepted(rollout, discount)):
+        if not keep:
             mask[start : end + 1] = 0
     return dataclasses.replace(rollout, loss_mask=mask)
 

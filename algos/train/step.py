@@ -19,7 +19,7 @@ from textgym.algos.config import GRPOConfig, TrainConfig
 from textgym.algos.distributed import processes
 from textgym.algos.grpo import drop_zero_std_groups, pack, policy_prefix, sft_batch
 from textgym.algos.grpo.credit import Advantages, rollout_advantages
-from textgym.algos.grpo.turns import accepted_turns, turn_returns
+from textgym.algos.grpo.turns import accepted, accepted_turns
 from textgym.algos.models.files import read_json
 from textgym.algos.train.episodes import collect_step
 from textgym.algos.train.report import ROLLOUTS, env_name, write_step_rollouts
@@ -135,9 +135,7 @@ def logged_advantages(grpo: GRPOConfig, rollouts: list[Any], update: Update) -> 
     the episodes of groups the zero-std filter dropped (every episode is logged, also those). With
     ``"rejection-sampling"``, 1 on each accepted turn."""
     if grpo.advantage == "rejection-sampling":  # 1 on each accepted turn (its episode: 1 if it has one)
-        turns = [
-            [float(g > 0 and r.end_reason != "env_error") for g in turn_returns(r.turn_rewards or (), grpo.turn_discount)] for r in rollouts
-        ]
+        turns = [(accepted(r, grpo.turn_discount) & (r.end_reason != "env_error")).astype(float).tolist() for r in rollouts]
         return [float(any(t)) for t in turns], turns
     scored = update.advantages
     at = {id(r): k for k, r in enumerate(update.kept)} if scored is not None else {}
