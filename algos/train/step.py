@@ -102,10 +102,11 @@ def learn_from(grpo: GRPOConfig, model: Any, learner: Any, rollouts: list[Any]) 
     is signal."""
     t0 = time.perf_counter()
     if grpo.advantage == "rejection-sampling":
-        return _learn_from_accepted(grpo, model, learner, rollouts, t0)
-    kept, zero_std = drop_zero_std_groups(rollouts, grpo)
-    batch = pack([policy_prefix(r) for r in kept], grpo, pad_id=model.pad_id) if kept else None
-    scored = rollout_advantages(kept, grpo) if kept else None  # what pack gave each episode and turn, for the records
+        kept, zero_std, batch, scored = _accepted_batch(grpo, model, rollouts)
+    else:
+        kept, zero_std = drop_zero_std_groups(rollouts, grpo)
+        batch = pack([policy_prefix(r) for r in kept], grpo, pad_id=model.pad_id) if kept else None
+        scored = rollout_advantages(kept, grpo) if kept else None  # what pack gave each episode and turn, for the records
     # No group with differing rewards means no policy gradient; an optimiser step would still move
     # the weights (Adam's momentum), so it is skipped (DAPO's dynamic sampling, at batch level).
     signal = batch is not None and (bool(np.any(batch.advantages != 0)) or grpo.kl_beta > 0)
@@ -115,19 +116,17 @@ def learn_from(grpo: GRPOConfig, model: Any, learner: Any, rollouts: list[Any]) 
     return Update(kept, batch, zero_std, metrics, seconds, scored)
 
 
-def _learn_from_accepted(grpo: GRPOConfig, model: Any, learner: Any, rollouts: list[Any], t0: float) -> Update:
-    """Turn-level rejection sampling: an SFT step on the rollouts' accepted turns (advantage 1 on
-    their tokens, none elsewhere); episodes without one are left out, and ``zero_std`` counts the
-    groups that had none."""
+def _accepted_batch(grpo: GRPOConfig, model: Any, rollouts: list[Any]) -> tuple[list[Any], int, Any, Advantages | None]:
+    """Turn-level rejection sampling's ``(kept, zero_std, batch, advantages)``: an SFT batch of the
+    rollouts' accepted turns (advantage 1 on their tokens, none elsewhere); episodes without one
+    are left out, and ``zero_std`` counts the groups that had none."""
     accepted = [accepted_turns(r, grpo.turn_discount) for r in rollouts if r.end_reason != "env_error"]
     kept = [r for r in accepted if np.any(r.loss_mask)]
-    groups = {r.group for r in rollouts}
-    batch = sft_batch([policy_prefix(r) for r in kept], grpo, pad_id=model.pad_id) if kept else None
-    t1 = time.perf_counter()
-    metrics = learner.train_step(batch) if batch is not None else {}
-    seconds = {"time/pack": t1 - t0, "time/update": time.perf_counter() - t1 if batch is not None else 0.0}
-    scored = Advantages(np.ones(len(kept), np.float32)) if kept else None
-    return Update(kept, batch, len(groups - {r.group for r in kept}), metrics, seconds, scored)
+    if not kept:
+        return [], len({r.group for r in rollouts}), None, None
+    batch = sft_batch([policy_prefix(r) for r in kept], grpo, pad_id=model.pad_id)
+    zero_std = len({r.group for r in rollouts} - {r.group for r in kept})
+    return kept, zero_std, batch, Advantages(np.ones(len(kept), np.float32))
 
 
 def logged_advantages(grpo: GRPOConfig, rollouts: list[Any], update: Update) -> tuple[list[float], list[list[float]] | None]:
