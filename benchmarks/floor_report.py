@@ -103,8 +103,10 @@ def split_sampling(profile: cProfile.Profile) -> dict[str, float]:
         return sum(v[3] for (f, _, n), v in stats.items() if f.endswith(file) and n == name)
 
     total = cumulative("seeded.py", "act")
-    # the outermost forward of the model: the one with the largest cumulative time
-    forward = max((v[3] for (f, _, n), v in stats.items() if "modeling_" in f and n == "forward"), default=0.0)
+    # the prefill's outermost forward of the model (the one with the largest cumulative time) and
+    # the decode steps, which run the model's operations themselves (textgym.algos.torch.decode)
+    prefill = max((v[3] for (f, _, n), v in stats.items() if "modeling_" in f and n == "forward"), default=0.0)
+    forward = prefill + cumulative("decode.py", "decode_step")
     slots = cumulative(*SLOT_WRITES)
     cache = sum(cumulative(f, n) for f, n in CACHE)
     logic = cumulative("sampler.py", "sample_token")

@@ -121,6 +121,17 @@ class Learner(BaseLearner):
         self.schedule = make_schedule(settings)  # a pure function of the step: nothing to checkpoint
         self.step = 0
         self.pair_cost = attention_pair_cost(model.model)
+        # Within train_step: each micro-batch's KL-reference logprobs, by its index. The reference
+        # is frozen and the micro-batches are the same at every iteration, so the reference runs
+        # once a batch, not num_iterations times. None outside train_step: computed every time.
+        self._references: dict[int, torch.Tensor] | None = None
+
+    def train_step(self, batch: Batch) -> dict[str, float]:
+        self._references = {}
+        try:
+            return super().train_step(batch)
+        finally:
+            self._references = None
 
     # ----- training -----
 
@@ -141,7 +152,7 @@ class Learner(BaseLearner):
             last = k == len(micro_batches) - 1
             sync = self.module.no_sync() if isinstance(self.module, DistributedDataParallel) and not last else nullcontext()
             with sync:
-                loss, metrics = self._loss(micro, device, whole_rows)
+                loss, metrics = self._loss(micro, device, whole_rows, k)
                 (loss * self.world_size).backward()
             for name, value in metrics.items():
                 totals[name] = totals.get(name, 0.0) + value.detach().float()
@@ -201,19 +212,33 @@ class Learner(BaseLearner):
         split = split_prompts(micro, self.model.pad_id)
         return partial(continuation_logprobs, split=split, temperature=self.config.temperature, scored=split.rest.loss_mask), split.rest
 
-    def _loss(self, micro: Batch, device: torch.device, whole_rows: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def _loss(
+        self, micro: Batch, device: torch.device, whole_rows: bool, index: int | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         autocast = torch.autocast(device.type, dtype=torch.bfloat16) if self.config.compute_dtype == "bfloat16" else nullcontext()
         score, rows = self._scorer(micro, device, whole_rows)
         with autocast:
             logprobs = score(self.module)
-            ref = None
-            if self.reference is not None:
-                with torch.no_grad():
-                    ref = score(self.reference)
-            elif self.config.kl_beta > 0:  # LoRA: the reference is the base model
-                with torch.no_grad(), self.network.disable_adapter():
-                    ref = score(self.module)
+            ref = self._reference_logprobs(score, index)
         return grpo_loss(logprobs.float(), rows, self.config, ref)
+
+    @torch.no_grad()
+    def _reference_logprobs(self, score: Callable[[torch.nn.Module], torch.Tensor], index: int | None) -> torch.Tensor | None:
+        """The KL reference's logprobs of micro-batch ``index`` (None without a KL), kept for the
+        step's later iterations (``index`` None: not kept)."""
+        keep = self._references is not None and index is not None
+        if keep and index in self._references:
+            return self._references[index]
+        if self.reference is not None:
+            ref = score(self.reference)
+        elif self.config.kl_beta > 0:  # LoRA: the reference is the base model
+            with self.network.disable_adapter():
+                ref = score(self.module)
+        else:
+            return None
+        if keep:
+            self._references[index] = ref
+        return ref
 
     # ----- checkpoints (the layout of textgym.algos.grpo.learner) -----
 

@@ -11,7 +11,8 @@ pytest.importorskip("transformers")
 from tests.algos.tiny_batches import multi_turn_rollouts
 from textgym.algos.grpo import GRPOConfig, pack, split_micro_batches
 from textgym.algos.grpo import grpo_loss as reference_loss
-from textgym.algos.grpo.batch import by_length
+from textgym.algos.grpo.batch import by_length, pad_rows
+from textgym.algos.grpo.learner import BaseLearner
 from textgym.algos.grpo.prompts import split_pays, split_prompts
 from textgym.algos.models import tiny
 from textgym.algos.torch import Learner, grpo_loss, load_model
@@ -256,6 +257,30 @@ def test_old_logprobs_of_whole_rows_equal_the_masked_forwards(model_dir):
     assert not split_pays(batch, config.micro_batch_size, learner.pair_cost)
     want = policy.logprobs(batch.input_ids, batch.attention_mask, scored=batch.loss_mask)
     np.testing.assert_allclose(learner._old_logprobs(batch), want, atol=1e-6)
+
+
+@pytest.mark.parametrize("whole_rows", [False, True], ids=["prompt-split", "whole-rows"])
+def test_the_kl_reference_runs_once_a_batch_and_changes_nothing(model_dir, whole_rows):
+    # Two iterations on one batch: the frozen reference's logprobs of a micro-batch are the same at
+    # both, so the second reuses the first's, and the step is the one that recomputes them, bit for bit.
+    config = GRPOConfig(group_size=4, micro_batch_size=4, max_length=128, kl_beta=0.1, num_iterations=2, lr=1e-3, advantage="turn")
+
+    def step(keep_references):
+        policy = load_model(model_dir)
+        batch = pack(multi_turn_rollouts(3), config, pad_id=policy.pad_id)
+        learner = Learner(policy, config)
+        learner.pair_cost = 1.0 if whole_rows else 0.0  # which layout the micro-batches take
+        calls = []
+        learner.reference.register_forward_hook(lambda *_: calls.append(1))
+        train_step = Learner.train_step if keep_references else BaseLearner.train_step  # the base: no reuse
+        metrics = train_step(learner, batch)
+        return metrics, params(policy.model), len(calls), len(learner._my_micro_batches(pad_rows(batch, learner.row_multiple))[0])
+
+    (kept, kept_weights, kept_calls, micro_batches), (fresh, fresh_weights, fresh_calls, _) = step(True), step(False)
+    assert (kept_calls, fresh_calls) == (micro_batches, 2 * micro_batches)
+    assert kept == fresh
+    for name, value in fresh_weights.items():
+        np.testing.assert_array_equal(kept_weights[name], value, err_msg=name)
 
 
 def test_gradient_accumulation_does_not_change_the_step(model_dir):
