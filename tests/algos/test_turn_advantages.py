@@ -203,7 +203,9 @@ def test_split_prompts_and_micro_batches_carry_the_token_advantages():
 
 
 # Computed by the episode-level code before turn-level advantages existed, on the same batch:
-# the advantages' sha256 and the loss as float.hex().
+# the advantages' sha256 and the loss as float.hex(). The loss matched bit for bit on the numpy
+# that computed it; numpy releases reorder their float sums (2.4 moves one case's last bit), so it
+# is held to 1e-12 relative, far below any change of the objective.
 BEFORE = [
     ({}, "7dcc3ed4c3d788bc", "-0x1.ed9c7b197e83cp-4"),
     ({"policy_loss": "gspo", "negative_advantage_scale": 0.5}, "9c41d32eb1111a1b", "-0x1.53a2f5726895cp-2"),
@@ -214,7 +216,7 @@ BEFORE = [
 
 @pytest.mark.parametrize(("changes", "advantages_sha", "loss_hex"), BEFORE)
 @pytest.mark.parametrize("turn_fields", [True, False])
-def test_episode_advantages_are_bit_for_bit_the_loss_of_before(changes, advantages_sha, loss_hex, turn_fields):
+def test_episode_advantages_give_the_loss_of_before(changes, advantages_sha, loss_hex, turn_fields):
     rollouts = multi_turn_rollouts(5, n=12, turn_fields=turn_fields)
     rollouts[3] = dataclasses.replace(rollouts[3], end_reason="env_error")
     config = GRPOConfig(group_size=4, micro_batch_size=4, max_length=64, kl_beta=0.1, clip_eps_high=0.28, **changes)
@@ -225,7 +227,7 @@ def test_episode_advantages_are_bit_for_bit_the_loss_of_before(changes, advantag
     loss, _ = grpo_loss(logprobs, batch, config, ref)
     assert batch.advantages.shape == (12,)
     assert hashlib.sha256(batch.advantages.tobytes()).hexdigest()[:16] == advantages_sha
-    assert float(loss).hex() == loss_hex
+    assert float(loss) == pytest.approx(float.fromhex(loss_hex), rel=1e-12, abs=0)
 
 
 def test_config_validates_the_turn_fields_and_the_flags_set_them(capsys):
