@@ -328,6 +328,41 @@ def by_length(batch: Batch) -> Batch:
     return take_rows(batch, order)
 
 
+# A micro-batch's fixed cost (its calls and autograd graph, the forward and backward), in tokens
+# of the tiny model's update: ~25 ms a micro-batch against ~0.09 ms a token on one core.
+MICRO_BATCH_COST = 256
+
+
+def length_groups(lengths: np.ndarray, max_rows: int, pair_cost: float, call_cost: float = MICRO_BATCH_COST) -> list[np.ndarray]:
+    """Rows (indices of ``lengths``) in micro-batches of at most ``max_rows``, each run as wide as
+    its longest row: of the ways to cut the rows sorted by length, the cheapest.
+
+    Fixed groups of ``max_rows`` pad every row to its group's longest, and attention runs at the
+    padding too: on `code-tiny`'s episodes (71 to 524 tokens) groups of 16 ran 1.33x the real
+    tokens and 1.75x the real query-key pairs. A group costs ``rows * width * (1 + pair_cost *
+    width / 2) + call_cost``: the layers' linears at every slot, causal attention's pairs
+    (``pair_cost``: a pair's FLOPs over a token's, see :func:`textgym.algos.grpo.prompts.split_pays`)
+    and the fixed cost of a micro-batch, which keeps rows of one length together. Found exactly by
+    dynamic programming; a group never holds more rows, nor longer ones, than a fixed one, so memory
+    stays within ``max_rows`` rows of the longest.
+    """
+    order = np.argsort(lengths, kind="stable")
+    width = np.asarray(lengths, np.float64)[order]
+    best = np.zeros(len(order) + 1)
+    start_of = np.zeros(len(order) + 1, np.int64)
+    for end in range(1, len(order) + 1):
+        starts = np.arange(max(0, end - max_rows), end)
+        w = width[end - 1]  # the group's longest: the rows are sorted
+        costs = best[starts] + (end - starts) * w * (1 + pair_cost * w / 2) + call_cost
+        pick = int(np.argmin(costs))
+        best[end], start_of[end] = costs[pick], starts[pick]
+    groups, end = [], len(order)
+    while end > 0:
+        groups.append(order[start_of[end] : end])
+        end = int(start_of[end])
+    return groups[::-1]
+
+
 def trimmed(batch: Batch) -> Batch:
     """The columns up to the longest row's end (a micro-batch of short rows drops the batch's padding)."""
     end = max(int(batch.attention_mask.sum(axis=1).max()), 1)

@@ -35,7 +35,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from textgym.algos.config.optimizer import OptimizerConfig
 from textgym.algos.grpo import Batch, GRPOConfig, split_micro_batches
-from textgym.algos.grpo.batch import by_length, take_rows, trimmed
+from textgym.algos.grpo.batch import by_length, length_groups, take_rows, trimmed
 from textgym.algos.grpo.learner import MOMENTS, AdamState, BaseLearner, is_trainable
 from textgym.algos.grpo.lora import load_adapter
 from textgym.algos.grpo.prompts import split_pays, split_prompts
@@ -178,24 +178,30 @@ class Learner(BaseLearner):
         size = batch.shape[0] // self.world_size
         share = take_rows(batch, slice(self.rank * size, (self.rank + 1) * size))
         whole_rows = not split_pays(share, self.config.micro_batch_size, self.pair_cost)
-        micros = split_micro_batches(by_length(share) if whole_rows else share, self.config.micro_batch_size)
-        if self.world_size == 1:  # padding rows weigh nothing: without DDP their forward pass is pure waste
-            micros = [m for m in micros if m.loss_weights.any()] or micros[:1]  # one at least, for the metrics
-        return micros, whole_rows
+        if self.world_size > 1:  # every rank runs as many micro-batches (DDP syncs at the last)
+            return split_micro_batches(by_length(share) if whole_rows else share, self.config.micro_batch_size), whole_rows
+        if not whole_rows:
+            micros = split_micro_batches(share, self.config.micro_batch_size)
+            return [m for m in micros if m.loss_weights.any()] or micros[:1], whole_rows  # one at least, for the metrics
+        # Rows that weigh nothing (padding) are left out: without DDP their passes are pure waste.
+        weighed = np.flatnonzero(share.loss_weights.any(axis=1))
+        if not len(weighed):
+            return [take_rows(share, slice(0, self.config.micro_batch_size))], whole_rows
+        lengths = share.attention_mask[weighed].sum(axis=1)
+        groups = length_groups(lengths, self.config.micro_batch_size, self.pair_cost)
+        return [take_rows(share, weighed[rows]) for rows in groups], whole_rows
 
     def _old_logprobs(self, batch: Batch) -> np.ndarray:
-        """The base class's, but where whole rows cost less (:func:`split_pays`) they run sorted
-        by length in micro-batches, each as wide as its longest row, without a mask."""
+        """The base class's, but where whole rows cost less (:func:`split_pays`) they run in
+        micro-batches of like lengths (:func:`length_groups`), each as wide as its longest row, without a mask."""
         size = self.config.micro_batch_size
         if split_pays(batch, size, self.pair_cost):
             return super()._old_logprobs(batch)
         out = np.zeros(batch.shape, np.float32)
-        order = np.argsort(batch.attention_mask.sum(axis=1), kind="stable")
         was_training = self.model.model.training
         self.model.model.eval()
         with torch.no_grad():
-            for start in range(0, len(order), size):
-                rows = order[start : start + size]
+            for rows in length_groups(batch.attention_mask.sum(axis=1), size, self.pair_cost):
                 score, micro = self._scorer(take_rows(batch, rows), self.model.device, whole_rows=True)
                 out[rows, : micro.shape[1]] = score(self.model.model).cpu().numpy()
         self.model.model.train(was_training)

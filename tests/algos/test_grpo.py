@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from textgym.algos.grpo import (
     pack,
     split_micro_batches,
 )
-from textgym.algos.grpo.batch import by_length, take_rows, trimmed
+from textgym.algos.grpo.batch import by_length, length_groups, take_rows, trimmed
 from textgym.algos.grpo.prompts import split_pays
 from textgym.rollout import Rollout
 
@@ -362,3 +363,37 @@ def test_rows_sorted_by_length_and_trimmed_keep_every_rows_arrays():
     np.testing.assert_array_equal(short.input_ids, batch.input_ids[[1, 3], :4])
     np.testing.assert_array_equal(short.loss_mask, batch.loss_mask[[1, 3], :4])
     np.testing.assert_array_equal(short.advantages, batch.advantages[[1, 3]])
+
+
+def _group_cost(lengths, groups, pair_cost, call_cost):
+    return sum(len(g) * lengths[g].max() * (1 + pair_cost * lengths[g].max() / 2) + call_cost for g in groups)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_length_groups_cover_every_row_once_and_cost_least(seed):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 900, int(rng.integers(1, 70)))
+    pair_cost, call_cost = 0.0017, 256
+    groups = length_groups(lengths, 16, pair_cost, call_cost)
+    assert sorted(np.concatenate(groups).tolist()) == list(range(len(lengths)))
+    assert all(1 <= len(g) <= 16 for g in groups)
+    # contiguous in length: no group's rows interleave with another's
+    ranges = sorted((lengths[g].min(), lengths[g].max()) for g in groups)
+    assert all(hi <= next_lo for (_, hi), (next_lo, _) in zip(ranges, ranges[1:]))
+    fixed = np.array_split(np.argsort(lengths, kind="stable"), range(16, len(lengths), 16))
+    assert _group_cost(lengths, groups, pair_cost, call_cost) <= _group_cost(lengths, fixed, pair_cost, call_cost)
+    # exhaustive over every cut of a few rows: nothing cheaper
+    few = lengths[:7]
+    order = np.argsort(few, kind="stable")
+    best = min(
+        _group_cost(few, np.split(order, [c for c, keep in zip(range(1, len(few)), mask) if keep]), pair_cost, call_cost)
+        for mask in itertools.product([False, True], repeat=len(few) - 1)
+    )
+    assert _group_cost(few, length_groups(few, 16, pair_cost, call_cost), pair_cost, call_cost) == pytest.approx(best)
+
+
+def test_length_groups_keep_like_rows_together_and_split_a_spread():
+    assert [len(g) for g in length_groups(np.full(32, 300), 16, 0.0017)] == [16, 16]
+    spread = np.array([71] * 8 + [500] * 8)
+    groups = length_groups(spread, 16, 0.0017)
+    assert [sorted(set(spread[g].tolist())) for g in groups] == [[71], [500]]

@@ -283,6 +283,31 @@ def test_the_kl_reference_runs_once_a_batch_and_changes_nothing(model_dir, whole
         np.testing.assert_array_equal(kept_weights[name], value, err_msg=name)
 
 
+def test_micro_batches_of_like_lengths_give_the_step_of_one_micro_batch(model_dir, monkeypatch):
+    # Whole rows run in micro-batches cut where lengths differ (length_groups); the gradients of any
+    # cut add up to the one batch's, in another float order.
+    from textgym.algos.torch import learner as torch_learner
+
+    results = []
+    for one_group in (False, True):
+        with monkeypatch.context() as patch:
+            if one_group:
+                patch.setattr(torch_learner, "length_groups", lambda lengths, *_: [np.arange(len(lengths))])
+            policy = load_model(model_dir)
+            config = GRPOConfig(group_size=4, micro_batch_size=16, max_length=128, kl_beta=0.1, lr=1e-3, advantage="turn")
+            batch = pack(multi_turn_rollouts(3, n=16), config, pad_id=policy.pad_id)
+            learner = Learner(policy, config)
+            learner.pair_cost = 1.0  # whole rows, and attention dear enough to cut them often
+            micros, whole_rows = learner._my_micro_batches(pad_rows(batch, learner.row_multiple))
+            results.append((learner.train_step(batch), params(policy.model), [m.shape[0] for m in micros], whole_rows))
+    (cut, cut_weights, cut_rows, whole), (one, one_weights, one_rows, _) = results
+    assert whole and one_rows == [16] and len(cut_rows) > 2 and sum(cut_rows) == 16
+    for name in ("loss/total", "loss/kl", "stats/grad_norm"):
+        assert cut[name] == pytest.approx(one[name], abs=1e-6)
+    for name, value in one_weights.items():
+        np.testing.assert_allclose(cut_weights[name], value, atol=2e-5, err_msg=name)
+
+
 def test_gradient_accumulation_does_not_change_the_step(model_dir):
     results = []
     for micro in (1, 2, 8):
