@@ -232,9 +232,9 @@ class Learner(BaseLearner):
     def _reference_logprobs(self, score: Callable[[torch.nn.Module], torch.Tensor], index: int | None) -> torch.Tensor | None:
         """The KL reference's logprobs of micro-batch ``index`` (None without a KL), kept for the
         step's later iterations (``index`` None: not kept)."""
-        keep = self._references is not None and index is not None
-        if keep and index in self._references:
-            return self._references[index]
+        kept = self._references if index is not None else None
+        if kept is not None and index in kept:
+            return kept[index]
         if self.reference is not None:
             ref = score(self.reference)
         elif self.config.kl_beta > 0:  # LoRA: the reference is the base model
@@ -242,8 +242,8 @@ class Learner(BaseLearner):
                 ref = score(self.module)
         else:
             return None
-        if keep:
-            self._references[index] = ref
+        if kept is not None and index is not None:
+            kept[index] = ref
         return ref
 
     # ----- checkpoints (the layout of textgym.algos.grpo.learner) -----
