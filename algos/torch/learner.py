@@ -7,7 +7,8 @@ the micro-batches (and of the DDP ranks) simply *add up* to the gradient of the 
 accumulation and data parallelism never change the objective. Each micro-batch is cut at its rows'
 prompts (:func:`~textgym.algos.grpo.prompts.split_prompts`), so a group's shared prompt runs once,
 or, where that costs more (:func:`~textgym.algos.grpo.prompts.split_pays`: long multi-turn rows),
-runs whole rows sorted by length under causal attention without a mask.
+runs whole rows of like lengths (:func:`~textgym.algos.grpo.batch.length_groups`) under causal
+attention without a mask.
 
 Data parallelism: when ``torch.distributed`` is initialised (``torchrun``, or
 ``init_process_group("gloo")`` on CPU), every rank calls ``train_step`` with the same global
