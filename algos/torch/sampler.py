@@ -7,7 +7,9 @@ feeding only the new token against the cache (:mod:`textgym.algos.torch.decode`:
 decode step without transformers' per-call machinery, where the architecture allows). With a :class:`~textgym.algos.rollouts.context_cache.ContextCache`,
 the slots of a prompt's tokens that an earlier call already ran (an episode's previous turns) are
 filled from it and only the last ``new`` slots run through the model, where ``new`` is the most
-that any distinct prompt has not cached; after the call each row's keys and values are stored. On a CPU the linears multiply by weights packed
+that any distinct prompt has not cached; after the call each row's keys and values are stored.
+Rows that finished leave the decode steps, with the padding columns no remaining row needs (see
+``_RETIRE_AT``). On a CPU the linears multiply by weights packed
 once per call (:mod:`textgym.algos.torch.packed`): a step's products have only a few rows. Randomness
 is the row's own counter-based uniforms (:mod:`textgym.draws`), the numbers the JAX sampler gets,
 never torch's RNG: a row samples the same tokens whatever else shares its batch.
@@ -73,6 +75,21 @@ class _SlotLayer(DynamicLayer):
         self.slots[0][:, :, :width], self.slots[1][:, :, :width] = keys, values
         self.keys, self.values = self.slots[0][:, :, :width], self.slots[1][:, :, :width]
 
+    def keep(self, rows: torch.Tensor, first: int) -> None:
+        """Keep only ``rows`` of the batch and the slots from column ``first`` on (one copy)."""
+        end = self.get_seq_length()
+        self.slots = tuple(x[rows, :, first:] for x in self.slots)
+        self.keys, self.values = self.slots[0][:, :, : end - first], self.slots[1][:, :, : end - first]
+
+
+# Finished rows leave the decode batch once they are this fraction of it (each leaving copies the cache once).
+_RETIRE_AT = 8
+
+
+def compactable(cache: DynamicCache) -> bool:
+    """Whether the cache's rows and left columns can be dropped: every layer is a :class:`_SlotLayer`."""
+    return all(type(layer) is _SlotLayer for layer in cache.layers)
+
 
 def last_position(width: int, device: torch.device) -> torch.Tensor:
     """``logits_to_keep`` for the last of ``width`` positions, as an index tensor.
@@ -127,17 +144,29 @@ def fill_from_contexts(cache: DynamicCache, distinct: Sequence[np.ndarray], hits
 
 
 def store_contexts(
-    contexts: ContextCache, cache: DynamicCache, rows: Sequence[np.ndarray], tokens: np.ndarray, ends: np.ndarray, fed: int, width: int
+    contexts: ContextCache,
+    cache: DynamicCache,
+    prompts: Sequence[np.ndarray],
+    tokens: np.ndarray,
+    ends: np.ndarray,
+    fed: int,
+    width: int,
+    rows: Sequence[int] | None = None,
+    slots: Sequence[int] | None = None,
+    first: int = 0,
 ) -> None:
     """Store each row's prompt and sampled ids whose keys and values the call computed.
 
     A row's last sampled token ran through the model only if a later step ran (``fed`` steps did).
+    ``rows``: the batch rows to store (default: all of ``prompts``), at ``slots`` of the cache
+    (default: ``0, 1, ...``); ``first``: the key columns dropped from its left (:meth:`_SlotLayer.keep`).
     """
-    for b, prompt in enumerate(rows):
-        kept = min(int(ends[b]), fed)
-        lo, hi = width - len(prompt), width + kept
+    rows = range(len(prompts)) if rows is None else rows
+    for b, row in zip(range(len(rows)) if slots is None else slots, rows):
+        prompt, kept = prompts[row], min(int(ends[row]), fed)
+        lo, hi = width - len(prompt) - first, width + kept - first
         kv = torch.stack([torch.stack((layer.keys[b, :, lo:hi], layer.values[b, :, lo:hi])) for layer in cache.layers])
-        contexts.add(np.concatenate([prompt, tokens[b, :kept]]), kv, kv.numel() * kv.element_size())
+        contexts.add(np.concatenate([prompt, tokens[row, :kept]]), kv, kv.numel() * kv.element_size())
 
 
 @torch.no_grad()
@@ -207,34 +236,50 @@ def generate(
         cache.reorder_cache(source)
         logits, mask, positions = out.logits[source], mask[source], positions[source]
         next_pos = positions[:, -1] + 1
-        done = torch.zeros(batch, dtype=torch.bool, device=device)
+        done = np.zeros(batch, dtype=bool)
         ends = np.full(batch, int(max_new_tokens))  # generated length of each row
-        tokens, logps, history = [], [], [[] for _ in range(batch)]
+        toks = np.full((batch, int(max_new_tokens)), pad_id, dtype=np.int32)
+        lps = np.zeros((batch, int(max_new_tokens)), dtype=np.float32)
+        history: list[list[int]] = [[] for _ in range(batch)]
         fed = 0  # decode steps run: the sampled tokens whose keys and values are in the cache
         decode = decoder_for(model, cache)
+        row_prompts = [distinct[j] for j in source.tolist()]
+        starts = width - np.asarray([len(p) for p in row_prompts])  # each row's first real key column
+        # The decode steps run the batch rows in ``live``, their keys from column ``first`` of the
+        # padded prompt on: rows that finished, and the left padding that no live row needs, leave.
+        live, first, step = np.arange(batch), 0, -1
+        compact = compactable(cache)
         for step in range(int(max_new_tokens)):
-            tok, lp = sample_token(logits[:, -1].float(), temperature, top_p, uniforms[:, step : step + 1])
-            tok = torch.where(done, torch.full_like(tok, pad_id), tok)
-            tokens.append(tok)
-            logps.append(lp)
-            finished = torch.isin(tok, eos) & ~done
+            was_done = done[live]
+            tok, lp = sample_token(logits[:, -1].float(), temperature, top_p, uniforms[live, step : step + 1])
+            tok = torch.where(torch.as_tensor(was_done, device=device), torch.full_like(tok, pad_id), tok)
+            toks[live, step], lps[live, step] = tok.cpu().numpy(), lp.cpu().numpy()
+            finished = torch.isin(tok, eos).cpu().numpy() & ~was_done
             if stops:
-                for i, t in enumerate(tok.tolist()):
-                    history[i].append(t)
-                    if not done[i] and any(history[i][-len(s) :] == s for s in stops):
-                        finished[i] = True
-            ends[finished.cpu().numpy()] = step + 1
-            done = done | finished
-            if bool(done.all()) or step == max_new_tokens - 1:  # no step samples from the last logits
+                for b, (row, t) in enumerate(zip(live.tolist(), tok.tolist())):
+                    history[row].append(t)
+                    if not was_done[b] and any(history[row][-len(s) :] == s for s in stops):
+                        finished[b] = True
+            ends[live[finished]] = step + 1
+            done[live] = was_done | finished
+            if done.all() or step == max_new_tokens - 1:  # no step samples from the last logits
                 break
-            mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
+            if compact and was_done.sum() * _RETIRE_AT >= len(live):  # their last tokens ran already
+                if contexts is not None:
+                    store_contexts(contexts, cache, row_prompts, toks, ends, fed, width, live[was_done], np.flatnonzero(was_done), first)
+                live = live[~was_done]
+                drop = int(starts[live].min()) - first
+                index = torch.as_tensor(np.flatnonzero(~was_done), device=device)
+                for layer in cache.layers:
+                    layer.keep(index, drop)
+                tok, mask, next_pos, first = tok[index], mask[index, drop:], next_pos[index], first + drop
+            mask = torch.cat([mask, torch.ones((len(live), 1), dtype=mask.dtype, device=device)], dim=1)
             logits = decode(tok[:, None], mask, next_pos[:, None])
             next_pos = next_pos + 1
             fed += 1
-    toks = torch.stack(tokens, 1).cpu().numpy().astype(np.int32) if tokens else np.zeros((batch, 0), np.int32)
-    lps = torch.stack(logps, 1).cpu().numpy().astype(np.float32) if logps else np.zeros((batch, 0), np.float32)
+    toks, lps = toks[:, : step + 1], lps[:, : step + 1]
     if contexts is not None:
-        store_contexts(contexts, cache, [distinct[j] for j in source.tolist()], toks, ends, fed, width)
+        store_contexts(contexts, cache, row_prompts, toks, ends, fed, width, live, first=first)
         for hit in hits:
             if hit.extends:  # the episode's longer context replaces it
                 contexts.drop(hit.entry)

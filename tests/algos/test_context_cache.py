@@ -174,3 +174,27 @@ def test_collect_with_reuse_records_the_same_rollouts(model_dir, backend):
         np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5, rtol=0)
     assert policy.contexts.reused_tokens > 0
     assert len(policy.contexts) == 0  # collect's end freed every episode's keys and values
+
+
+def test_finished_rows_and_unneeded_padding_leave_the_torch_decode_batch_and_change_nothing(model_dir, monkeypatch):
+    """The torch sampler's decode steps drop the rows that ended and the left padding columns no live
+    row needs; the samples and every stored context are those of decoding the whole batch to the end."""
+    from textgym.algos.torch import sampler
+
+    kept: list[tuple[int, int]] = []
+    keep = sampler._SlotLayer.keep
+
+    def counted(layer, rows, first):
+        kept.append((len(rows), first))
+        keep(layer, rows, first)
+
+    monkeypatch.setattr(sampler._SlotLayer, "keep", counted)
+    compacted = load("torch", model_dir)
+    got = play(compacted, waves=2)
+    assert kept and any(first > 0 for _, first in kept)  # rows left, and so did padding columns
+    monkeypatch.setattr(sampler, "_RETIRE_AT", 0)  # never: every row decodes to the call's end
+    kept.clear()
+    whole = load("torch", model_dir)
+    assert_same(got, play(whole, waves=2))
+    assert not kept
+    assert compacted.contexts.reused_tokens == whole.contexts.reused_tokens > 0
