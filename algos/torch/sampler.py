@@ -82,7 +82,7 @@ class _SlotLayer(DynamicLayer):
         self.keys, self.values = self.slots[0][:, :, : end - first], self.slots[1][:, :, : end - first]
 
 
-# Finished rows leave the decode batch once they are this fraction of it (each leaving copies the cache once).
+# Finished rows leave the decode batch once they are 1 / _RETIRE_AT of it (each leaving copies the cache once).
 _RETIRE_AT = 8
 
 
