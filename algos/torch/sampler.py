@@ -77,8 +77,9 @@ class _SlotLayer(DynamicLayer):
 
     def keep(self, rows: torch.Tensor, first: int) -> None:
         """Keep only ``rows`` of the batch and the slots from column ``first`` on (one copy)."""
-        end = self.get_seq_length()
-        self.slots = tuple(x[rows, :, first:] for x in self.slots)
+        assert self.slots is not None, "keep() follows the prefill's update(), which fills the slots"
+        end, (keys, values) = self.get_seq_length(), self.slots
+        self.slots = (keys[rows, :, first:], values[rows, :, first:])
         self.keys, self.values = self.slots[0][:, :, : end - first], self.slots[1][:, :, : end - first]
 
 
@@ -86,9 +87,10 @@ class _SlotLayer(DynamicLayer):
 _RETIRE_AT = 8
 
 
-def compactable(cache: DynamicCache) -> bool:
-    """Whether the cache's rows and left columns can be dropped: every layer is a :class:`_SlotLayer`."""
-    return all(type(layer) is _SlotLayer for layer in cache.layers)
+def slot_layers(cache: DynamicCache) -> list[_SlotLayer] | None:
+    """The cache's layers if every one is a :class:`_SlotLayer` (their rows and left columns can be dropped), else None."""
+    layers = [layer for layer in cache.layers if type(layer) is _SlotLayer]
+    return layers if len(layers) == len(cache.layers) else None
 
 
 def last_position(width: int, device: torch.device) -> torch.Tensor:
@@ -151,8 +153,8 @@ def store_contexts(
     ends: np.ndarray,
     fed: int,
     width: int,
-    rows: Sequence[int] | None = None,
-    slots: Sequence[int] | None = None,
+    rows: Sequence[int] | np.ndarray | None = None,
+    slots: Sequence[int] | np.ndarray | None = None,
     first: int = 0,
 ) -> None:
     """Store each row's prompt and sampled ids whose keys and values the call computed.
@@ -248,7 +250,7 @@ def generate(
         # The decode steps run the batch rows in ``live``, their keys from column ``first`` of the
         # padded prompt on: rows that finished, and the left padding that no live row needs, leave.
         live, first, step = np.arange(batch), 0, -1
-        compact = compactable(cache)
+        compact = slot_layers(cache)
         for step in range(int(max_new_tokens)):
             was_done = done[live]
             tok, lp = sample_token(logits[:, -1].float(), temperature, top_p, uniforms[live, step : step + 1])
@@ -264,13 +266,13 @@ def generate(
             done[live] = was_done | finished
             if done.all() or step == max_new_tokens - 1:  # no step samples from the last logits
                 break
-            if compact and was_done.sum() * _RETIRE_AT >= len(live):  # their last tokens ran already
+            if compact is not None and was_done.sum() * _RETIRE_AT >= len(live):  # their last tokens ran already
                 if contexts is not None:
                     store_contexts(contexts, cache, row_prompts, toks, ends, fed, width, live[was_done], np.flatnonzero(was_done), first)
                 live = live[~was_done]
                 drop = int(starts[live].min()) - first
                 index = torch.as_tensor(np.flatnonzero(~was_done), device=device)
-                for layer in cache.layers:
+                for layer in compact:
                     layer.keep(index, drop)
                 tok, mask, next_pos, first = tok[index], mask[index, drop:], next_pos[index], first + drop
             mask = torch.cat([mask, torch.ones((len(live), 1), dtype=mask.dtype, device=device)], dim=1)
