@@ -106,25 +106,31 @@ def _copy_rows(pick: jax.Array, x: jax.Array) -> jax.Array:
     return jnp.einsum("bu,u...->b...", pick, x, precision=jax.lax.Precision.HIGHEST)
 
 
-@partial(jax.jit, static_argnames=("graphdef", "ref_graphdef", "config", "optimizer"), donate_argnames=("params", "opt_state"))
+@partial(jax.jit, static_argnames=("ref_graphdef", "config"))
+def reference_logprobs(ref_graphdef: nnx.GraphDef, config: GRPOConfig, ref_params, micros: PromptSplit, scored: jax.Array) -> jax.Array:
+    """The KL reference's logprobs of every micro-batch, ``(n_micro, B, C)``: its weights are
+    frozen, so a step's ``num_iterations`` updates share one run of it."""
+    return jax.lax.map(lambda xs: _logprobs(ref_graphdef, config, ref_params, *xs), (micros, scored))
+
+
+@partial(jax.jit, static_argnames=("graphdef", "config", "optimizer"), donate_argnames=("params", "opt_state"))
 def update(
     graphdef: nnx.GraphDef,
-    ref_graphdef: nnx.GraphDef,
     config: GRPOConfig,
     optimizer: OptimizerConfig,
     params,
     opt_state,
-    ref_params,
     micros: PromptSplit,
     scored: jax.Array,
+    refs: jax.Array | None,
 ):
     """One optimiser step on micro-batches stacked as ``(n_micro, micro_batch_size, ...)``.
 
     ``scored`` ``(n_micro, K)``: each micro-batch's trained positions (see :func:`_logprobs`), the
-    only ones the LM head runs at.
+    only ones the LM head runs at. ``refs``: :func:`reference_logprobs` of the micro-batches (None
+    without a KL term).
 
-    Static on the graphs (the trained model's and the KL reference's, which with LoRA is the base model
-    without adapters) and the configs, so learners of one architecture share the compilation.
+    Static on the graph and the configs, so learners of one architecture share the compilation.
 
     Returns:
         ``(params, opt_state, metrics)``; metrics are sums over the micro-batches (each is
@@ -132,18 +138,15 @@ def update(
     """
 
     trained, frozen = _split(params, config)  # only `trained` is differentiated
-    if config.lora_rank and config.kl_beta > 0:
-        ref_params = frozen  # LoRA's KL reference is the base model
 
-    def loss_fn(p, micro, at):
-        ref = None if ref_params is None else _logprobs(ref_graphdef, config, ref_params, micro, at)
+    def loss_fn(p, micro, at, ref):
         return grpo_loss(_logprobs(graphdef, config, merge_trees(p, frozen), micro, at), micro.rest, config, ref)
 
     def accumulate(grads, xs):
         (_, metrics), g = jax.value_and_grad(loss_fn, has_aux=True)(trained, *xs)
         return jax.tree.map(jnp.add, grads, g), metrics
 
-    grads, metrics = jax.lax.scan(accumulate, jax.tree.map(jnp.zeros_like, trained), (micros, scored))
+    grads, metrics = jax.lax.scan(accumulate, jax.tree.map(jnp.zeros_like, trained), (micros, scored, refs))
     metrics = jax.tree.map(jnp.sum, metrics)
     metrics["stats/grad_norm"] = optax.tree.norm(grads)
     updates, opt_state = make_optimizer(optimizer).update(grads, opt_state, trained)
@@ -202,12 +205,13 @@ class Learner(BaseLearner):
             self.graphdef, lora = add_lora(model.config, params, config)
             params = {"base": params, "lora": jax.tree.map(jnp.asarray, lora)}
         self.params = self._place(params)
-        # The reference is the starting weights, frozen (LoRA: the base, inside `update`); without a
+        # The reference is the starting weights, frozen (LoRA: the base, see `_reference`); without a
         # KL term it is never needed.
         self.ref_params = jax.tree.map(jnp.copy, self.params) if config.kl_beta > 0 and not config.lora_rank else None
         self.opt_state = self._place(self.optimizer.init(_split(self.params, config)[0]))
-        # The last batch's micro-batches and trained positions, reused across iterations.
+        # The last batch's micro-batches and trained positions, and its reference logprobs, reused across iterations.
         self._stacked: tuple[Batch, tuple[PromptSplit, np.ndarray]] | None = None
+        self._refs: tuple[Batch, jax.Array | None] | None = None
         if config.lora_rank:
             self._publish()  # from now on the model scores and samples through the adapted graph
 
@@ -260,18 +264,27 @@ class Learner(BaseLearner):
         self._stacked = (batch, (stacked, scored))
         return stacked, scored
 
+    def _reference(self, batch: Batch, micros: PromptSplit, scored: np.ndarray) -> jax.Array | None:
+        """:func:`reference_logprobs` of ``batch`` (None without a KL term), run once for all its iterations."""
+        if self._refs is None or self._refs[0] is not batch:
+            ref_params = self.params["base"] if self.config.lora_rank else self.ref_params  # LoRA: the base model
+            refs = None if self.config.kl_beta <= 0 else reference_logprobs(self.ref_graphdef, self.config, ref_params, micros, scored)
+            self._refs = (batch, refs)
+        return self._refs[1]
+
     def update(self, batch: Batch) -> dict[str, float]:
         """One jitted optimiser step over ``batch``'s micro-batches; see :meth:`BaseLearner.update`."""
         lr = float(self.schedule(self.step))
+        micros, scored = self._micro_batches(batch)
         self.params, self.opt_state, metrics = update(
             self.graphdef,
-            self.ref_graphdef,
             self.config,
             self.optimizer_config,
             self.params,
             self.opt_state,
-            self.ref_params,
-            *self._micro_batches(batch),
+            micros,
+            scored,
+            self._reference(batch, micros, scored),
         )
         self.step += 1
         self._publish()

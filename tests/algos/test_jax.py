@@ -520,6 +520,34 @@ def test_bfloat16_compute_and_multiple_iterations(tiny):
     assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(learner.params))
 
 
+def test_the_kl_reference_runs_once_a_step_and_changes_nothing(tiny, monkeypatch):
+    """With ``num_iterations > 1`` the frozen reference's logprobs are kept for the step's later
+    updates: the step equals one that runs the reference again at each update."""
+    from textgym.algos.jax import learner as jax_learner
+
+    cfg = GRPOConfig(group_size=4, micro_batch_size=8, lr=5e-2, max_length=32, kl_beta=0.1, num_iterations=2)
+    batch = pack(rollouts_from(load_model(tiny), 4), cfg, pad_id=0).replace(old_logprobs=None)
+    calls: list[int] = []
+    reference = jax_learner.reference_logprobs
+    monkeypatch.setattr(jax_learner, "reference_logprobs", lambda *args: calls.append(1) or reference(*args))
+
+    kept = Learner(load_model(tiny), cfg)
+    kept_metrics = kept.train_step(batch)
+    assert len(calls) == 1 and kept_metrics["loss/kl"] > 0  # the second update moved off the reference
+
+    again = Learner(load_model(tiny), cfg)
+    cached = again._reference
+
+    def every_time(*args):
+        again._refs = None
+        return cached(*args)
+
+    monkeypatch.setattr(again, "_reference", every_time)
+    assert again.train_step(batch) == kept_metrics and len(calls) == 3
+    for a, b in zip(jax.tree.leaves(kept.params), jax.tree.leaves(again.params), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 _SHARDED = textwrap.dedent(
     """
     import sys, numpy as np, jax
