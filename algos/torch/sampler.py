@@ -153,17 +153,16 @@ def store_contexts(
     ends: np.ndarray,
     fed: int,
     width: int,
-    rows: Sequence[int] | np.ndarray | None = None,
+    rows: Sequence[int] | np.ndarray,
+    first: int,
     slots: Sequence[int] | np.ndarray | None = None,
-    first: int = 0,
 ) -> None:
     """Store each row's prompt and sampled ids whose keys and values the call computed.
 
     A row's last sampled token ran through the model only if a later step ran (``fed`` steps did).
-    ``rows``: the batch rows to store (default: all of ``prompts``), at ``slots`` of the cache
-    (default: ``0, 1, ...``); ``first``: the key columns dropped from its left (:meth:`_SlotLayer.keep`).
+    ``rows``: the batch rows to store, at ``slots`` of the cache (default: ``0, 1, ...``);
+    ``first``: the key columns dropped from its left (:meth:`_SlotLayer.keep`).
     """
-    rows = range(len(prompts)) if rows is None else rows
     for b, row in zip(range(len(rows)) if slots is None else slots, rows):
         prompt, kept = prompts[row], min(int(ends[row]), fed)
         lo, hi = width - len(prompt) - first, width + kept - first
@@ -217,7 +216,7 @@ def generate(
     ids, mask, source = ids.to(device), mask.to(device), torch.as_tensor(source, dtype=torch.long, device=device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     uniforms = torch.from_numpy(call_uniforms(seed, keys, batch, int(max_new_tokens))).to(device)  # (B, max_new_tokens)
-    eos = torch.as_tensor(list(eos_ids), dtype=torch.long, device=device)
+    eos = np.asarray(list(eos_ids), dtype=np.int64)
     stops = stop_sequences(stop_ids)
     cache.layers = [_SlotLayer(width + int(max_new_tokens)) if type(layer) is DynamicLayer else layer for layer in cache.layers]
     if new < width:
@@ -255,10 +254,11 @@ def generate(
             was_done = done[live]
             tok, lp = sample_token(logits[:, -1].float(), temperature, top_p, uniforms[live, step : step + 1])
             tok = torch.where(torch.as_tensor(was_done, device=device), torch.full_like(tok, pad_id), tok)
-            toks[live, step], lps[live, step] = tok.cpu().numpy(), lp.cpu().numpy()
-            finished = torch.isin(tok, eos).cpu().numpy() & ~was_done
+            picked = tok.cpu().numpy()  # the step's one copy of its tokens to the host
+            toks[live, step], lps[live, step] = picked, lp.cpu().numpy()
+            finished = np.isin(picked, eos) & ~was_done
             if stops:
-                for b, (row, t) in enumerate(zip(live.tolist(), tok.tolist())):
+                for b, (row, t) in enumerate(zip(live.tolist(), picked.tolist())):
                     history[row].append(t)
                     if not was_done[b] and any(history[row][-len(s) :] == s for s in stops):
                         finished[b] = True
@@ -268,7 +268,7 @@ def generate(
                 break
             if compact is not None and was_done.sum() * _RETIRE_AT >= len(live):  # their last tokens ran already
                 if contexts is not None:
-                    store_contexts(contexts, cache, row_prompts, toks, ends, fed, width, live[was_done], np.flatnonzero(was_done), first)
+                    store_contexts(contexts, cache, row_prompts, toks, ends, fed, width, live[was_done], first, np.flatnonzero(was_done))
                 live = live[~was_done]
                 drop = int(starts[live].min()) - first
                 index = torch.as_tensor(np.flatnonzero(~was_done), device=device)
@@ -281,7 +281,7 @@ def generate(
             fed += 1
     toks, lps = toks[:, : step + 1], lps[:, : step + 1]
     if contexts is not None:
-        store_contexts(contexts, cache, row_prompts, toks, ends, fed, width, live, first=first)
+        store_contexts(contexts, cache, row_prompts, toks, ends, fed, width, live, first)
         for hit in hits:
             if hit.extends:  # the episode's longer context replaces it
                 contexts.drop(hit.entry)
