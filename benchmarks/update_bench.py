@@ -14,10 +14,15 @@ seconds (``time.process_time``: the share of a core a loaded machine gives does 
 first apart (JAX compiles in it), then the median of ``--repeats``. Run it with another checkout's
 interpreter to time that code on the same batch.
 
+Given several steps' files (``--rollouts runs/x/rollouts/step_*.jsonl``), one learner trains on
+each in turn, as a run does, and each step is timed once: what a run pays, JAX's compilations of
+each new batch shape included (counted, with their CPU seconds, from ``jax.monitoring``).
+
     nice -n 15 python benchmarks/update_bench.py --rollouts runs/moves/rollouts/step_000001.jsonl \\
         --preset sudoku-moves-tiny --model tiny --episodes 16 --backends torch jax
     nice -n 15 python benchmarks/update_bench.py --rollouts runs/moves/rollouts/step_000001.jsonl \\
         --preset sudoku-moves-tiny --model smollm2-135m --chat-template model --episodes 8 --micro-batch-size 8
+    nice -n 15 python benchmarks/update_bench.py --rollouts runs/code/rollouts/step_*.jsonl --preset code-tiny --backends jax
 """
 
 from __future__ import annotations
@@ -63,9 +68,51 @@ def step_cpu_seconds(learner: Any, batch: Any) -> float:
     return time.process_time() - start
 
 
+class Compilations:
+    """JAX's backend compilations while :attr:`counting`: how many, and their seconds."""
+
+    def __init__(self) -> None:
+        self.counting, self.count, self.seconds = False, 0, 0.0
+
+    def listen(self) -> None:
+        import jax
+
+        jax.monitoring.register_event_duration_secs_listener(self._event)
+
+    def _event(self, event: str, seconds: float, **_: Any) -> None:
+        if self.counting and event == "/jax/core/compile/backend_compile_duration":
+            self.count, self.seconds = self.count + 1, self.seconds + seconds
+
+
+def run_steps(backend: Any, path: str, steps: list[list[Any]], grpo: Any, compilations: Compilations) -> dict[str, Any]:
+    """One learner trained on each step's rollouts in turn; each ``train_step`` timed once."""
+    from textgym.algos.grpo import pack
+
+    model = backend.load_model(path)
+    learner, seconds = None, []
+    compilations.count, compilations.seconds = 0, 0.0
+    for rollouts in steps:
+        batch = pack(rollouts, grpo, pad_id=model.pad_id)
+        batch = batch.replace(
+            old_logprobs=model.logprobs(batch.input_ids, batch.attention_mask, temperature=grpo.temperature, scored=batch.loss_mask)
+        )
+        learner = learner or backend.Learner(model, grpo)
+        compilations.counting = True
+        seconds.append(round(step_cpu_seconds(learner, batch), 3))
+        compilations.counting = False
+    return {
+        "steps": len(steps),
+        "step_cpu_s": seconds,
+        "total_cpu_s": round(sum(seconds), 2),
+        "median_cpu_s": round(statistics.median(seconds), 3),
+        "compilations": compilations.count,
+        "compile_s": round(compilations.seconds, 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rollouts", required=True, help="a run's rollouts/step_N.jsonl")
+    parser.add_argument("--rollouts", required=True, nargs="+", help="a run's rollouts/step_N.jsonl (several: trained on in turn)")
     parser.add_argument("--episodes", type=int, default=None, help="the first N episodes (whole groups; default: all)")
     parser.add_argument("--preset", default="sudoku-moves-tiny", help="whose GRPO settings pack and train")
     parser.add_argument("--model", default="tiny", help="what --model takes (tiny: the preset's size)")
@@ -90,16 +137,24 @@ def main() -> None:
     # tiny: a fresh random model of the preset's size (the update's cost does not depend on its weights).
     path = models.resolve(args.model, tempfile.mkdtemp(), tiny_layers=preset.tiny_layers, tiny_vocab=preset.tiny_vocab)
     template = chat_template(args.chat_template, args.model)
-    records = read_rollouts(args.rollouts)[: args.episodes]
-    rollouts = [policy_prefix(replay(r, models.load_tokenizer(path), template)) for r in records]
+    tokenizer = models.load_tokenizer(path)
+    steps = [[policy_prefix(replay(r, tokenizer, template)) for r in read_rollouts(f)[: args.episodes]] for f in args.rollouts]
+    rollouts = steps[0]
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "model": args.model,
         "episodes": len(rollouts),
         "argv": sys.argv[1:],
     }
+    compilations = Compilations()
     for name in args.backends:
         backend = load_backend(name, args.threads)
+        if name == "jax":
+            compilations.listen()
+        if len(steps) > 1:
+            results[name] = run_steps(backend, path, steps, grpo, compilations)
+            print(f"{name}: {json.dumps(results[name])}", file=sys.stderr, flush=True)
+            continue
         model = backend.load_model(path)
         batch = pack(rollouts, grpo, pad_id=model.pad_id)
         batch = batch.replace(

@@ -34,7 +34,7 @@ from textgym.algos.grpo import GRPOConfig, fine_bucket, grpo_loss, pack
 from textgym.algos.grpo.prompts import split_prompts
 from textgym.algos.jax import Learner, load_model, sampler
 from textgym.algos.jax import loss as jax_loss
-from textgym.algos.jax.learner import _logprobs
+from textgym.algos.jax.learner import _logprobs, scored_slots
 from textgym.algos.jax.transformer import scored_positions
 from textgym.algos.models import tiny as textgym_tiny
 from textgym.draws import call_uniforms
@@ -468,6 +468,17 @@ def test_the_head_at_trained_positions_gives_the_full_heads_loss_and_gradients(h
     on = batch.loss_mask > 0
     np.testing.assert_allclose(scored[on], every[on], atol=1e-6)
     assert not scored[~on].any()
+
+
+def test_the_heads_positions_hold_every_trained_token_in_four_shapes():
+    """A micro-batch's ``K`` is one of four shares of its positions, whatever its trained count:
+    each shape is a compilation of the update."""
+    positions = 16 * 352
+    slots = [scored_slots(trained, positions) for trained in range(positions + 1)]
+    assert all(k >= trained for trained, k in enumerate(slots))
+    assert sorted(set(slots)) == [positions // 8, positions // 4, positions // 2, positions]
+    assert scored_slots(0, 16) == 2 and scored_slots(0, 4) == 1  # never empty
+    assert all(k <= max(2 * trained, positions // 8) for trained, k in enumerate(slots))  # at most twice the need
 
 
 @pytest.mark.slow  # 14-25 s on 2 cores (measured with --durations); runs with -m slow
