@@ -15,7 +15,7 @@ first apart (JAX compiles in it), then the median of ``--repeats``. Run it with 
 interpreter to time that code on the same batch.
 
 Given several steps' files (``--rollouts runs/x/rollouts/step_*.jsonl``), one learner trains on
-each in turn, as a run does, and each step is timed once: what a run pays, JAX's compilations of
+each in turn, as a run does (the preset's zero-std filter included), and each step is timed once: what a run pays, JAX's compilations of
 each new batch shape included (counted, with their CPU seconds, from ``jax.monitoring``).
 
     nice -n 15 python benchmarks/update_bench.py --rollouts runs/moves/rollouts/step_000001.jsonl \\
@@ -85,14 +85,18 @@ class Compilations:
 
 
 def run_steps(backend: Any, path: str, steps: list[list[Any]], grpo: Any, compilations: Compilations) -> dict[str, Any]:
-    """One learner trained on each step's rollouts in turn; each ``train_step`` timed once."""
-    from textgym.algos.grpo import pack
+    """One learner trained on each step's rollouts in turn, as a run trains: the preset's zero-std
+    filter first (a step without a group left is skipped); each ``train_step`` timed once."""
+    from textgym.algos.grpo import drop_zero_std_groups, pack
 
     model = backend.load_model(path)
     learner, seconds = None, []
     compilations.count, compilations.seconds = 0, 0.0
     for rollouts in steps:
-        batch = pack(rollouts, grpo, pad_id=model.pad_id)
+        kept, _ = drop_zero_std_groups(rollouts, grpo)
+        if not kept:
+            continue
+        batch = pack(kept, grpo, pad_id=model.pad_id)
         batch = batch.replace(
             old_logprobs=model.logprobs(batch.input_ids, batch.attention_mask, temperature=grpo.temperature, scored=batch.loss_mask)
         )
