@@ -139,17 +139,62 @@ def causal_chunks(t: int, slots: int, cache_index) -> list[tuple[int, int, int]]
     return [(lo, hi, min(slots, cache_index + hi)) for lo, hi in zip(bounds, bounds[1:])]
 
 
+@jax.custom_vjp
 def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
-    """Softmax attention of ``q`` ``(B, K, G, T, D)`` over ``k, v`` ``(B, K, S, D)``; ``mask`` ``(B, T, S)``."""
+    """Softmax attention of ``q`` ``(B, K, G, T, D)`` over ``k, v`` ``(B, K, S, D)``; ``mask`` ``(B, T, S)``.
+
+    Differentiated by :func:`_attend_backward`, which keeps the softmax's maximum and normaliser,
+    not its probabilities, and rebuilds them from the scores (the flash-attention gradient, unblocked):
+    the score-sized tensors are XLA:CPU's largest cost in an update, and the gradient's own
+    reductions over them give way to one over the output.
+    """
+    return _attend(q, k, v, mask)[0]
+
+
+def _attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    """The attention, and each query's largest score and softmax normaliser ``(B, K, G, T, 1)``
+    (float32; kept apart, as a log-normaliser would lose a query that sees no key)."""
     b, kv, g, t, d = q.shape
-    q = q.reshape(b, kv, g * t, d)
-    # float32 results: the scores need them, and XLA:CPU's bf16 dots are fast only so (see dot_general)
-    scores = jnp.einsum("bkqd,bksd->bkqs", q, k.astype(q.dtype), preferred_element_type=jnp.float32) / math.sqrt(d)
-    scores = scores.reshape(b, kv, g, t, -1)  # (B, K, G, T, S)
-    scores = jnp.where(mask[:, None, None], scores, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(scores, axis=-1).astype(q.dtype).reshape(b, kv, g * t, -1)
+    scores = _scores(q, k, mask)  # (B, K, G, T, S)
+    top = jnp.max(scores, axis=-1, keepdims=True)
+    unnormalized = jnp.exp(scores - top)
+    total = jnp.sum(unnormalized, axis=-1, keepdims=True)
+    probs = (unnormalized / total).astype(q.dtype).reshape(b, kv, g * t, -1)  # jax.nn.softmax's operations
     out = jnp.einsum("bkqs,bksd->bkqd", probs, v.astype(q.dtype), preferred_element_type=jnp.float32).astype(q.dtype)
-    return out.reshape(b, kv, g, t, d)
+    return out.reshape(b, kv, g, t, d), (top, total)
+
+
+def _scores(q: jax.Array, k: jax.Array, mask: jax.Array) -> jax.Array:
+    """Scaled, masked scores ``(B, K, G, T, S)`` in float32 (the scores need it, and XLA:CPU's
+    bf16 dots are fast only so, see :func:`dot_general`)."""
+    b, kv, g, t, d = q.shape
+    scores = jnp.einsum("bkqd,bksd->bkqs", q.reshape(b, kv, g * t, d), k.astype(q.dtype), preferred_element_type=jnp.float32)
+    scores = (scores / math.sqrt(d)).reshape(b, kv, g, t, -1)
+    return jnp.where(mask[:, None, None], scores, jnp.finfo(jnp.float32).min)
+
+
+def _attend_forward(q, k, v, mask):
+    out, (top, total) = _attend(q, k, v, mask)
+    return out, (q, k, v, mask, out, top, total)
+
+
+def _attend_backward(residuals, d_out):
+    """``dS = P * (dP - rowsum(dO * O))``, with ``P`` rebuilt from the scores as the forward built it."""
+    q, k, v, mask, out, top, total = residuals
+    b, kv, g, t, d = q.shape
+    probs = (jnp.exp(_scores(q, k, mask) - top) / total).reshape(b, kv, g * t, -1)  # (B, K, G*T, S)
+    d_out32 = d_out.astype(jnp.float32).reshape(b, kv, g * t, d)
+    d_v = jnp.einsum("bkqs,bkqd->bksd", probs, d_out32)
+    d_probs = jnp.einsum("bkqd,bksd->bkqs", d_out32, v.astype(jnp.float32))
+    row = jnp.sum(d_out32 * out.astype(jnp.float32).reshape(b, kv, g * t, d), axis=-1, keepdims=True)
+    d_scores = (probs * (d_probs - row) / math.sqrt(d)).reshape(b, kv, g, t, -1)
+    d_scores = jnp.where(mask[:, None, None], d_scores, 0.0).reshape(b, kv, g * t, -1)  # a query that sees no key has none
+    d_q = jnp.einsum("bkqs,bksd->bkqd", d_scores, k.astype(jnp.float32)).reshape(b, kv, g, t, d)
+    d_k = jnp.einsum("bkqs,bkqd->bksd", d_scores, q.astype(jnp.float32).reshape(b, kv, g * t, d))
+    return d_q.astype(q.dtype), d_k.astype(k.dtype), d_v.astype(v.dtype), None
+
+
+attend.defvjp(_attend_forward, _attend_backward)
 
 
 class Attention(nnx.Module):

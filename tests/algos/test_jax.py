@@ -35,7 +35,7 @@ from textgym.algos.grpo.prompts import split_prompts
 from textgym.algos.jax import Learner, load_model, sampler
 from textgym.algos.jax import loss as jax_loss
 from textgym.algos.jax.learner import _logprobs, scored_slots
-from textgym.algos.jax.transformer import scored_positions
+from textgym.algos.jax.transformer import attend, scored_positions
 from textgym.algos.models import tiny as textgym_tiny
 from textgym.draws import call_uniforms
 from textgym.rollout import Rollout
@@ -468,6 +468,37 @@ def test_the_head_at_trained_positions_gives_the_full_heads_loss_and_gradients(h
     on = batch.loss_mask > 0
     np.testing.assert_allclose(scored[on], every[on], atol=1e-6)
     assert not scored[~on].any()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_attention_gradient_equals_autodiff_of_the_softmax(dtype):
+    """``attend``'s own gradient (probabilities rebuilt from the log-normaliser) equals autodiff of
+    the plain softmax attention, with padded keys, a fully masked query and a causal mask."""
+    b, kv, g, t, d, slots = 2, 2, 3, 5, 8, 7
+    keys = jax.random.split(jax.random.key(0), 4)
+    q, k, v = (
+        jax.random.normal(key, shape).astype(dtype) for key, shape in zip(keys, [(b, kv, g, t, d), (b, kv, slots, d), (b, kv, slots, d)])
+    )
+    weights = jax.random.normal(keys[3], (b, kv, g, t, d))
+    mask = (jnp.arange(slots)[None, None, :] <= jnp.arange(t)[None, :, None] + 2) & (jnp.arange(slots) >= jnp.array([[0], [3]]))[:, None, :]
+    mask = mask.at[1, 0].set(False)  # a query that sees no key: uniform, as a plain softmax gives
+
+    def plain(q, k, v):
+        scores = jnp.einsum("bkgtd,bksd->bkgts", q, k, preferred_element_type=jnp.float32) / np.sqrt(d)
+        scores = jnp.where(mask[:, None, None], scores, jnp.finfo(jnp.float32).min)
+        probs = jax.nn.softmax(scores, axis=-1).astype(q.dtype)
+        return jnp.einsum("bkgts,bksd->bkgtd", probs, v, preferred_element_type=jnp.float32).astype(q.dtype)
+
+    def loss(fn):
+        return lambda q, k, v: jnp.sum(fn(q, k, v).astype(jnp.float32) * weights)
+
+    ours = jax.grad(loss(lambda q, k, v: attend(q, k, v, mask)), argnums=(0, 1, 2))(q, k, v)
+    want = jax.grad(loss(plain), argnums=(0, 1, 2))(q, k, v)
+    tol = 1e-5 if dtype == "float32" else 2e-2
+    np.testing.assert_allclose(np.asarray(attend(q, k, v, mask), np.float32), np.asarray(plain(q, k, v), np.float32), atol=tol)
+    for a, w in zip(ours, want, strict=True):
+        assert a.dtype == w.dtype
+        np.testing.assert_allclose(np.asarray(a, np.float32), np.asarray(w, np.float32), atol=tol, rtol=tol)
 
 
 def test_the_heads_positions_hold_every_trained_token_in_four_shapes():
