@@ -121,7 +121,8 @@ class RMSNorm(nnx.Module):
         return self.weight[...] * normed.astype(x.dtype)
 
 
-CHUNKS = 4  # query blocks of a long causal pass (prefill, training)
+CHUNKS = 4  # query blocks of a long causal pass (prefill, training), at least
+_CHUNK_QUERIES = 512  # and no more queries than this a block: a long prefill's scores stay small
 _MIN_CHUNKED = 256  # shorter passes attend in one block
 
 
@@ -130,12 +131,16 @@ def causal_chunks(t: int, slots: int, cache_index) -> list[tuple[int, int, int]]
 
     Queries ``lo..hi-1`` sit at slots ``cache_index + lo ..`` and see only key slots below
     ``cache_index + hi``; slicing the keys there skips work that the causal mask would zero
-    anyway (scores, softmax, ``p v``): four blocks do ``5/8`` of one full block's work. Blocks need
-    a static ``cache_index`` (prefill and training); a traced one (decode) is one block.
+    anyway (scores, softmax, ``p v``): ``n`` blocks do ``(n + 1) / 2n`` of one full block's work
+    (four: ``5/8``). A pass of more than ``CHUNKS`` x 512 queries takes blocks of at most 512 (a
+    5.7k-token prefill, 12), so that less is computed to be masked and each block's scores stay
+    small. Blocks need a static ``cache_index`` (prefill and training); a traced one (decode) is
+    one block.
     """
     if not isinstance(cache_index, int) or t < _MIN_CHUNKED:
         return [(0, t, slots)]
-    bounds = [t * i // CHUNKS for i in range(CHUNKS + 1)]
+    chunks = max(CHUNKS, -(-t // _CHUNK_QUERIES))
+    bounds = [t * i // chunks for i in range(chunks + 1)]
     return [(lo, hi, min(slots, cache_index + hi)) for lo, hi in zip(bounds, bounds[1:])]
 
 

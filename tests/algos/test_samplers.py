@@ -219,6 +219,10 @@ def test_jax_causal_blocks_of_a_long_pass_match_transformers(model_dir):
     from textgym.algos.jax.transformer import causal_chunks
 
     assert len(causal_chunks(300, 300, 0)) > 1 and len(causal_chunks(1, 400, 0)) == 1
+    long = causal_chunks(5693, 6000, 300)  # a long prefill after 300 cached slots: blocks of at most 512 queries
+    assert len(long) == 12 and max(hi - lo for lo, hi, _ in long) <= 512
+    assert long[0][0] == 0 and long[-1][1] == 5693 and all(a[1] == b[0] for a, b in zip(long, long[1:]))
+    assert all(end == min(6000, 300 + hi) for _, hi, end in long)
     jax_policy, torch_policy = load_jax(model_dir), load_model(model_dir)
     rng = np.random.default_rng(4)
     ids = rng.integers(0, 256, (2, 300)).astype(np.int32)
