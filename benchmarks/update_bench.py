@@ -15,8 +15,9 @@ first apart (JAX compiles in it), then the median of ``--repeats``. Run it with 
 interpreter to time that code on the same batch.
 
 Given several steps' files (``--rollouts runs/x/rollouts/step_*.jsonl``), one learner trains on
-each in turn, as a run does (the preset's zero-std filter included), and each step is timed once: what a run pays, JAX's compilations of
-each new batch shape included (counted, with their CPU seconds, from ``jax.monitoring``).
+each in turn, as a run does (the preset's zero-std filter first), and each step is timed once:
+what a run pays, JAX's compilations of each new batch shape included (counted, with their CPU
+seconds, from ``jax.monitoring``).
 
     nice -n 15 python benchmarks/update_bench.py --rollouts runs/moves/rollouts/step_000001.jsonl \\
         --preset sudoku-moves-tiny --model tiny --episodes 16 --backends torch jax
@@ -105,7 +106,8 @@ def run_steps(backend: Any, path: str, steps: list[list[Any]], grpo: Any, compil
         seconds.append(round(step_cpu_seconds(learner, batch), 3))
         compilations.counting = False
     return {
-        "steps": len(steps),
+        "steps": len(seconds),
+        "skipped": len(steps) - len(seconds),  # no group left by the zero-std filter
         "step_cpu_s": seconds,
         "total_cpu_s": round(sum(seconds), 2),
         "median_cpu_s": round(statistics.median(seconds), 3),
