@@ -63,6 +63,16 @@ def replay(record: Any, tokenizer: Any, template: str | None) -> Any:
     )
 
 
+def packed(model: Any, rollouts: list[Any], grpo: Any) -> Any:
+    """The rollouts packed as the training loop packs them, with the policy's logprobs as the old ones."""
+    from textgym.algos.grpo import pack
+
+    batch = pack(rollouts, grpo, pad_id=model.pad_id)
+    return batch.replace(
+        old_logprobs=model.logprobs(batch.input_ids, batch.attention_mask, temperature=grpo.temperature, scored=batch.loss_mask)
+    )
+
+
 def step_cpu_seconds(learner: Any, batch: Any) -> float:
     start = time.process_time()
     learner.train_step(batch)
@@ -88,7 +98,7 @@ class Compilations:
 def run_steps(backend: Any, path: str, steps: list[list[Any]], grpo: Any, compilations: Compilations) -> dict[str, Any]:
     """One learner trained on each step's rollouts in turn, as a run trains: the preset's zero-std
     filter first (a step without a group left is skipped); each ``train_step`` timed once."""
-    from textgym.algos.grpo import drop_zero_std_groups, pack
+    from textgym.algos.grpo import drop_zero_std_groups
 
     model = backend.load_model(path)
     learner, seconds = None, []
@@ -97,10 +107,7 @@ def run_steps(backend: Any, path: str, steps: list[list[Any]], grpo: Any, compil
         kept, _ = drop_zero_std_groups(rollouts, grpo)
         if not kept:
             continue
-        batch = pack(kept, grpo, pad_id=model.pad_id)
-        batch = batch.replace(
-            old_logprobs=model.logprobs(batch.input_ids, batch.attention_mask, temperature=grpo.temperature, scored=batch.loss_mask)
-        )
+        batch = packed(model, kept, grpo)
         learner = learner or backend.Learner(model, grpo)
         compilations.counting = True
         seconds.append(round(step_cpu_seconds(learner, batch), 3))
@@ -113,6 +120,22 @@ def run_steps(backend: Any, path: str, steps: list[list[Any]], grpo: Any, compil
         "median_cpu_s": round(statistics.median(seconds), 3),
         "compilations": compilations.count,
         "compile_s": round(compilations.seconds, 2),
+    }
+
+
+def one_step(backend: Any, path: str, rollouts: list[Any], grpo: Any, repeats: int) -> dict[str, Any]:
+    """One learner's first ``train_step`` on the step's batch, and the median of ``repeats`` more."""
+    model = backend.load_model(path)
+    batch = packed(model, rollouts, grpo)
+    learner = backend.Learner(model, grpo)
+    first = step_cpu_seconds(learner, batch)
+    steady = statistics.median(step_cpu_seconds(learner, batch) for _ in range(repeats)) if repeats else first
+    return {
+        "rows_x_columns": list(batch.shape),
+        "real_tokens": int(batch.attention_mask.sum()),
+        "trained_tokens": batch.token_count,
+        "first_cpu_s": round(first, 3),
+        "update_cpu_s": round(steady, 3),
     }
 
 
@@ -133,7 +156,7 @@ def main() -> None:
     from textgym.algos import models
     from textgym.algos.backends import load_backend
     from textgym.algos.config.presets import PRESETS
-    from textgym.algos.grpo import pack, policy_prefix
+    from textgym.algos.grpo import policy_prefix
     from textgym.algos.rollouts.token_envs import chat_template
     from textgym.rollout import read_rollouts
 
@@ -145,11 +168,10 @@ def main() -> None:
     template = chat_template(args.chat_template, args.model)
     tokenizer = models.load_tokenizer(path)
     steps = [[policy_prefix(replay(r, tokenizer, template)) for r in read_rollouts(f)[: args.episodes]] for f in args.rollouts]
-    rollouts = steps[0]
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "model": args.model,
-        "episodes": len(rollouts),
+        "episodes": len(steps[0]),
         "argv": sys.argv[1:],
     }
     compilations = Compilations()
@@ -159,23 +181,8 @@ def main() -> None:
             compilations.listen()
         if len(steps) > 1:
             results[name] = run_steps(backend, path, steps, grpo, compilations)
-            print(f"{name}: {json.dumps(results[name])}", file=sys.stderr, flush=True)
-            continue
-        model = backend.load_model(path)
-        batch = pack(rollouts, grpo, pad_id=model.pad_id)
-        batch = batch.replace(
-            old_logprobs=model.logprobs(batch.input_ids, batch.attention_mask, temperature=grpo.temperature, scored=batch.loss_mask)
-        )
-        learner = backend.Learner(model, grpo)
-        first = step_cpu_seconds(learner, batch)
-        steady = statistics.median(step_cpu_seconds(learner, batch) for _ in range(args.repeats)) if args.repeats else first
-        results[name] = {
-            "rows_x_columns": list(batch.shape),
-            "real_tokens": int(batch.attention_mask.sum()),
-            "trained_tokens": batch.token_count,
-            "first_cpu_s": round(first, 3),
-            "update_cpu_s": round(steady, 3),
-        }
+        else:
+            results[name] = one_step(backend, path, steps[0], grpo, args.repeats)
         print(f"{name}: {json.dumps(results[name])}", file=sys.stderr, flush=True)
     text = json.dumps(results, indent=1)
     print(text)

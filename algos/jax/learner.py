@@ -224,9 +224,8 @@ class Learner(BaseLearner):
         # KL term it is never needed.
         self.ref_params = jax.tree.map(jnp.copy, self.params) if config.kl_beta > 0 and not config.lora_rank else None
         self.opt_state = self._place(self.optimizer.init(_split(self.params, config)[0]))
-        # The last batch's micro-batches and trained positions, and its reference logprobs, reused across iterations.
-        self._stacked: tuple[Batch, tuple[PromptSplit, np.ndarray]] | None = None
-        self._refs: tuple[Batch, jax.Array | None] | None = None
+        # The last batch's micro-batches, trained positions and reference logprobs, reused across its iterations.
+        self._prepared: tuple[Batch, tuple[PromptSplit, np.ndarray, jax.Array | None]] | None = None
         if config.lora_rank:
             self._publish()  # from now on the model scores and samples through the adapted graph
 
@@ -239,8 +238,6 @@ class Learner(BaseLearner):
     def _micro_batches(self, batch: Batch) -> tuple[PromptSplit, np.ndarray]:
         """Split every micro-batch at its prompts and stack them as ``(n_micro, rows, ...)`` for the
         scan, with each one's trained positions ``(n_micro, K)`` (``K``: :func:`scored_slots`)."""
-        if self._stacked is not None and self._stacked[0] is batch:
-            return self._stacked[1]
         pad = self.model.pad_id
         splits = [split_prompts(m, pad, _PROMPT_MULTIPLE) for m in split_micro_batches(batch, self.config.micro_batch_size)]
         prompts = bucket_length(max(len(s.prompt_ids) for s in splits), _UNBOUNDED, min_bucket=1)
@@ -275,30 +272,29 @@ class Learner(BaseLearner):
                 jax.tree.map(rows, stacked.rest),
             )
             scored = jax.device_put(scored, replicated)  # flat indices over all of a micro-batch's rows
-        self._stacked = (batch, (stacked, scored))
         return stacked, scored
 
-    def _reference(self, batch: Batch, micros: PromptSplit, scored: np.ndarray) -> jax.Array | None:
-        """:func:`reference_logprobs` of ``batch`` (None without a KL term), run once for all its iterations."""
-        if self._refs is None or self._refs[0] is not batch:
-            ref_params = self.params["base"] if self.config.lora_rank else self.ref_params  # LoRA: the base model
-            refs = None if self.config.kl_beta <= 0 else reference_logprobs(self.ref_graphdef, self.config, ref_params, micros, scored)
-            self._refs = (batch, refs)
-        return self._refs[1]
+    def _reference(self, micros: PromptSplit, scored: np.ndarray) -> jax.Array | None:
+        """:func:`reference_logprobs` of the micro-batches (None without a KL term)."""
+        if self.config.kl_beta <= 0:
+            return None
+        ref_params = self.params["base"] if self.config.lora_rank else self.ref_params  # LoRA: the base model
+        return reference_logprobs(self.ref_graphdef, self.config, ref_params, micros, scored)
+
+    def _prepare(self, batch: Batch) -> tuple[PromptSplit, np.ndarray, jax.Array | None]:
+        """``batch``'s micro-batches, trained positions and reference logprobs, made once for all
+        the step's iterations (each calls :meth:`update` with the same batch)."""
+        if self._prepared is None or self._prepared[0] is not batch:
+            micros, scored = self._micro_batches(batch)
+            self._prepared = (batch, (micros, scored, self._reference(micros, scored)))
+        return self._prepared[1]
 
     def update(self, batch: Batch) -> dict[str, float]:
         """One jitted optimiser step over ``batch``'s micro-batches; see :meth:`BaseLearner.update`."""
         lr = float(self.schedule(self.step))
-        micros, scored = self._micro_batches(batch)
+        micros, scored, refs = self._prepare(batch)
         self.params, self.opt_state, metrics = update(
-            self.graphdef,
-            self.config,
-            self.optimizer_config,
-            self.params,
-            self.opt_state,
-            micros,
-            scored,
-            self._reference(batch, micros, scored),
+            self.graphdef, self.config, self.optimizer_config, self.params, self.opt_state, micros, scored, refs
         )
         self.step += 1
         self._publish()

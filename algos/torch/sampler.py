@@ -249,7 +249,7 @@ def generate(
         # The decode steps run the batch rows in ``live``, their keys from column ``first`` of the
         # padded prompt on: rows that finished, and the left padding that no live row needs, leave.
         live, first, step = np.arange(batch), 0, -1
-        compact = slot_layers(cache)
+        slot_cache = slot_layers(cache)  # None: the cache cannot drop rows (finished rows then stay)
         for step in range(int(max_new_tokens)):
             was_done = done[live]
             tok, lp = sample_token(logits[:, -1].float(), temperature, top_p, uniforms[live, step : step + 1])
@@ -266,13 +266,13 @@ def generate(
             done[live] = was_done | finished
             if done.all() or step == max_new_tokens - 1:  # no step samples from the last logits
                 break
-            if compact is not None and was_done.sum() * _RETIRE_AT >= len(live):  # their last tokens ran already
+            if slot_cache is not None and was_done.sum() * _RETIRE_AT >= len(live):  # their last tokens ran already
                 if contexts is not None:
                     store_contexts(contexts, cache, row_prompts, toks, ends, fed, width, live[was_done], first, np.flatnonzero(was_done))
                 live = live[~was_done]
                 drop = int(starts[live].min()) - first
                 index = torch.as_tensor(np.flatnonzero(~was_done), device=device)
-                for layer in compact:
+                for layer in slot_cache:
                     layer.keep(index, drop)
                 tok, mask, next_pos, first = tok[index], mask[index, drop:], next_pos[index], first + drop
             mask = torch.cat([mask, torch.ones((len(live), 1), dtype=mask.dtype, device=device)], dim=1)

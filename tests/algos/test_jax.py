@@ -578,13 +578,13 @@ def test_the_kl_reference_runs_once_a_step_and_changes_nothing(tiny, monkeypatch
     assert len(calls) == 1 and kept_metrics["loss/kl"] > 0  # the second update moved off the reference
 
     again = Learner(load_model(tiny), cfg)
-    cached = again._reference
+    cached = again._prepare
 
     def every_time(*args):
-        again._refs = None
+        again._prepared = None
         return cached(*args)
 
-    monkeypatch.setattr(again, "_reference", every_time)
+    monkeypatch.setattr(again, "_prepare", every_time)
     assert again.train_step(batch) == kept_metrics and len(calls) == 3
     for a, b in zip(jax.tree.leaves(kept.params), jax.tree.leaves(again.params), strict=True):
         np.testing.assert_array_equal(a, b)
