@@ -17,6 +17,7 @@ Every forward takes the key slots' ``attention_mask`` and the slot of the first 
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -202,6 +203,54 @@ def _attend_backward(residuals, d_out):
 attend.defvjp(_attend_forward, _attend_backward)
 
 
+# A long pass attends one row at a time on a CPU: a row's scores (its heads', a causal block of
+# queries) then stay in the core's cache, where the whole batch's spill to memory.
+ROW_BY_ROW = jax.default_backend() == "cpu"
+
+
+def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, chunks: list[tuple[int, int, int]]) -> jax.Array:
+    """:func:`attend` block by block of :func:`causal_chunks`, the blocks' outputs joined: ``(B, K, G, T, D)``."""
+    return jnp.concatenate([attend(q[:, :, :, lo:hi], k[:, :, :end], v[:, :, :end], mask[:, lo:hi, :end]) for lo, hi, end in chunks], axis=3)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(4,))
+def attend_by_row(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, chunks: tuple[tuple[int, int, int], ...]) -> jax.Array:
+    """:func:`causal_attention`, one row at a time (``lax.map``), its gradient too: each row's
+    blocks go through :func:`_attend` and :func:`_attend_backward` (a gradient of its own, as
+    JAX's transpose of a map compiles slower)."""
+    return _by_row_forward(q, k, v, mask, chunks)[0]
+
+
+def _by_row_forward(q, k, v, mask, chunks):
+    def row(args):
+        q, k, v, mask = (x[None] for x in args)
+        blocks = [_attend(q[:, :, :, lo:hi], k[:, :, :end], v[:, :, :end], mask[:, lo:hi, :end]) for lo, hi, end in chunks]
+        return tuple(jnp.concatenate(parts, axis=3)[0] for parts in zip(*[(out, top, total) for out, (top, total) in blocks]))
+
+    out, top, total = jax.lax.map(row, (q, k, v, mask))
+    return out, (q, k, v, mask, out, top, total)
+
+
+def _by_row_backward(chunks, residuals, d_out):
+    def row(args):
+        q, k, v, mask, out, top, total, d_out = (x[None] for x in args)
+        d_q, d_k, d_v = [], jnp.zeros(k.shape, jnp.float32), jnp.zeros(v.shape, jnp.float32)
+        for lo, hi, end in chunks:
+            at = (slice(None), slice(None), slice(None), slice(lo, hi))
+            block = (q[at], k[:, :, :end], v[:, :, :end], mask[:, lo:hi, :end], out[at], top[at], total[at])
+            dq, dk, dv, _ = _attend_backward(block, d_out[at])
+            d_q.append(dq)
+            d_k, d_v = d_k.at[:, :, :end].add(dk), d_v.at[:, :, :end].add(dv)
+        return jnp.concatenate(d_q, axis=3)[0], d_k[0].astype(k.dtype), d_v[0].astype(v.dtype)
+
+    q, k, v, mask, out, top, total = residuals
+    d_q, d_k, d_v = jax.lax.map(row, (q, k, v, mask, out, top, total, d_out))
+    return d_q, d_k, d_v, None
+
+
+attend_by_row.defvjp(_by_row_forward, _by_row_backward)
+
+
 class Attention(nnx.Module):
     """Grouped-query self-attention with RoPE, optional q/k/v bias and Qwen3's q/k norm."""
 
@@ -237,13 +286,11 @@ class Attention(nnx.Module):
         groups = self.num_heads // self.num_kv_heads
         # Query head h = k * G + g uses KV head k (HF's repeat_kv order).
         q = q.reshape(b, t, self.num_kv_heads, groups, self.head_dim).transpose(0, 2, 3, 1, 4)  # (B, K, G, T, D)
-        out = jnp.concatenate(
-            [
-                attend(q[:, :, :, lo:hi], k[:, :, :end], v[:, :, :end], mask[:, lo:hi, :end])
-                for lo, hi, end in causal_chunks(t, mask.shape[-1], cache_index)
-            ],
-            axis=3,
-        )  # (B, K, G, T, D)
+        chunks = causal_chunks(t, mask.shape[-1], cache_index)
+        if len(chunks) > 1 and ROW_BY_ROW:
+            out = attend_by_row(q, k, v, mask, tuple(chunks))
+        else:
+            out = causal_attention(q, k, v, mask, chunks)  # (B, K, G, T, D)
         out = out.transpose(0, 3, 1, 2, 4).reshape(b, t, -1)
         return self.o_proj(out), cache
 

@@ -501,6 +501,29 @@ def test_attention_gradient_equals_autodiff_of_the_softmax(dtype):
         np.testing.assert_allclose(np.asarray(a, np.float32), np.asarray(w, np.float32), atol=tol, rtol=tol)
 
 
+def test_a_long_pass_attends_row_by_row_as_the_whole_batch_does(tiny, monkeypatch):
+    """On a CPU a pass in causal blocks attends one row at a time (``transformer.ROW_BY_ROW``):
+    its logits and their gradient equal those of the whole batch's attention."""
+    from flax import nnx
+
+    from textgym.algos.jax import transformer
+
+    policy = load_model(tiny)
+    ids, mask = random_ids(5, b=3, t=300)
+    assert len(transformer.causal_chunks(300, 300, 0)) > 1 and transformer.ROW_BY_ROW
+
+    def loss(params):
+        logits, _ = nnx.merge(policy.graphdef, params)(ids, transformer.positions_from_mask(mask), mask)
+        return jnp.sum(jnp.where(mask[..., None] > 0, logits, 0.0) ** 2), logits
+
+    by_row = jax.jit(jax.value_and_grad(loss, has_aux=True))(policy.params)  # each jit traces anew
+    monkeypatch.setattr(transformer, "ROW_BY_ROW", False)
+    batched = jax.jit(jax.value_and_grad(loss, has_aux=True))(policy.params)
+    np.testing.assert_allclose(by_row[0][1], batched[0][1], atol=1e-5)
+    for a, b in zip(jax.tree.leaves(by_row[1]), jax.tree.leaves(batched[1]), strict=True):  # float32 sums in other orders
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * float(np.abs(b).max()))
+
+
 def test_the_heads_positions_hold_every_trained_token_in_four_shapes():
     """A micro-batch's ``K`` is one of four shares of its positions, whatever its trained count:
     each shape is a compilation of the update."""
