@@ -210,7 +210,9 @@ ROW_BY_ROW = jax.default_backend() == "cpu"
 
 def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, chunks: list[tuple[int, int, int]]) -> jax.Array:
     """:func:`attend` block by block of :func:`causal_chunks`, the blocks' outputs joined: ``(B, K, G, T, D)``."""
-    return jnp.concatenate([attend(q[:, :, :, lo:hi], k[:, :, :end], v[:, :, :end], mask[:, lo:hi, :end]) for lo, hi, end in chunks], axis=3)
+    return jnp.concatenate(
+        [attend(q[:, :, :, lo:hi], k[:, :, :end], v[:, :, :end], mask[:, lo:hi, :end]) for lo, hi, end in chunks], axis=3
+    )
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(4,))
