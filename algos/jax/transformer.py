@@ -203,9 +203,11 @@ def _attend_backward(residuals, d_out):
 attend.defvjp(_attend_forward, _attend_backward)
 
 
-# A long pass attends one row at a time on a CPU: a row's scores (its heads', a causal block of
-# queries) then stay in the core's cache, where the whole batch's spill to memory.
-ROW_BY_ROW = jax.default_backend() == "cpu"
+def row_by_row() -> bool:
+    """Whether a long pass attends one row at a time (:func:`attend_by_row`): on a CPU, where a
+    row's scores (its heads', a causal block of queries) stay in the core's cache and the whole
+    batch's spill to memory. Asked when a pass is traced, so importing sets up no backend."""
+    return jax.default_backend() == "cpu"
 
 
 def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, chunks: list[tuple[int, int, int]]) -> jax.Array:
@@ -289,7 +291,7 @@ class Attention(nnx.Module):
         # Query head h = k * G + g uses KV head k (HF's repeat_kv order).
         q = q.reshape(b, t, self.num_kv_heads, groups, self.head_dim).transpose(0, 2, 3, 1, 4)  # (B, K, G, T, D)
         chunks = causal_chunks(t, mask.shape[-1], cache_index)
-        if len(chunks) > 1 and ROW_BY_ROW:
+        if len(chunks) > 1 and row_by_row():
             out = attend_by_row(q, k, v, mask, tuple(chunks))
         else:
             out = causal_attention(q, k, v, mask, chunks)  # (B, K, G, T, D)

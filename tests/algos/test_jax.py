@@ -502,7 +502,7 @@ def test_attention_gradient_equals_autodiff_of_the_softmax(dtype):
 
 
 def test_a_long_pass_attends_row_by_row_as_the_whole_batch_does(tiny, monkeypatch):
-    """On a CPU a pass in causal blocks attends one row at a time (``transformer.ROW_BY_ROW``):
+    """On a CPU a pass in causal blocks attends one row at a time (``transformer.row_by_row``):
     its logits and their gradient equal those of the whole batch's attention."""
     from flax import nnx
 
@@ -510,14 +510,14 @@ def test_a_long_pass_attends_row_by_row_as_the_whole_batch_does(tiny, monkeypatc
 
     policy = load_model(tiny)
     ids, mask = random_ids(5, b=3, t=300)
-    assert len(transformer.causal_chunks(300, 300, 0)) > 1 and transformer.ROW_BY_ROW
+    assert len(transformer.causal_chunks(300, 300, 0)) > 1 and transformer.row_by_row()
 
     def loss(params):
         logits, _ = nnx.merge(policy.graphdef, params)(ids, transformer.positions_from_mask(mask), mask)
         return jnp.sum(jnp.where(mask[..., None] > 0, logits, 0.0) ** 2), logits
 
     by_row = jax.jit(jax.value_and_grad(loss, has_aux=True))(policy.params)  # each jit traces anew
-    monkeypatch.setattr(transformer, "ROW_BY_ROW", False)
+    monkeypatch.setattr(transformer, "row_by_row", lambda: False)
     batched = jax.jit(jax.value_and_grad(loss, has_aux=True))(policy.params)
     np.testing.assert_allclose(by_row[0][1], batched[0][1], atol=1e-5)
     for a, b in zip(jax.tree.leaves(by_row[1]), jax.tree.leaves(batched[1]), strict=True):  # float32 sums in other orders
