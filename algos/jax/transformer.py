@@ -291,6 +291,7 @@ class Attention(nnx.Module):
         # Query head h = k * G + g uses KV head k (HF's repeat_kv order).
         q = q.reshape(b, t, self.num_kv_heads, groups, self.head_dim).transpose(0, 2, 3, 1, 4)  # (B, K, G, T, D)
         chunks = causal_chunks(t, mask.shape[-1], cache_index)
+        out: jax.Array
         if len(chunks) > 1 and row_by_row():
             out = attend_by_row(q, k, v, mask, tuple(chunks))
         else:
