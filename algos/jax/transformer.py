@@ -210,11 +210,14 @@ def row_by_row() -> bool:
     return jax.default_backend() == "cpu"
 
 
+def _blocks(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, chunks) -> list[tuple[jax.Array, ...]]:
+    """Each block of :func:`causal_chunks`' ``(q, k, v, mask)``: its queries and the keys they may see."""
+    return [(q[:, :, :, lo:hi], k[:, :, :end], v[:, :, :end], mask[:, lo:hi, :end]) for lo, hi, end in chunks]
+
+
 def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, chunks: list[tuple[int, int, int]]) -> jax.Array:
     """:func:`attend` block by block of :func:`causal_chunks`, the blocks' outputs joined: ``(B, K, G, T, D)``."""
-    return jnp.concatenate(
-        [attend(q[:, :, :, lo:hi], k[:, :, :end], v[:, :, :end], mask[:, lo:hi, :end]) for lo, hi, end in chunks], axis=3
-    )
+    return jnp.concatenate([attend(*block) for block in _blocks(q, k, v, mask, chunks)], axis=3)
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(4,))
@@ -228,8 +231,9 @@ def attend_by_row(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, chu
 def _by_row_forward(q, k, v, mask, chunks):
     def row(args):
         q, k, v, mask = (x[None] for x in args)
-        blocks = [_attend(q[:, :, :, lo:hi], k[:, :, :end], v[:, :, :end], mask[:, lo:hi, :end]) for lo, hi, end in chunks]
-        return tuple(jnp.concatenate(parts, axis=3)[0] for parts in zip(*[(out, top, total) for out, (top, total) in blocks]))
+        outs, stats = zip(*(_attend(*block) for block in _blocks(q, k, v, mask, chunks)))
+        tops, totals = zip(*stats)
+        return tuple(jnp.concatenate(parts, axis=3)[0] for parts in (outs, tops, totals))
 
     out, top, total = jax.lax.map(row, (q, k, v, mask))
     return out, (q, k, v, mask, out, top, total)
@@ -239,10 +243,10 @@ def _by_row_backward(chunks, residuals, d_out):
     def row(args):
         q, k, v, mask, out, top, total, d_out = (x[None] for x in args)
         d_q, d_k, d_v = [], jnp.zeros(k.shape, jnp.float32), jnp.zeros(v.shape, jnp.float32)
-        for lo, hi, end in chunks:
-            at = (slice(None), slice(None), slice(None), slice(lo, hi))
-            block = (q[at], k[:, :, :end], v[:, :, :end], mask[:, lo:hi, :end], out[at], top[at], total[at])
-            dq, dk, dv, _ = _attend_backward(block, d_out[at])
+        for block, (lo, hi, end) in zip(_blocks(q, k, v, mask, chunks), chunks):
+            dq, dk, dv, _ = _attend_backward(
+                (*block, out[:, :, :, lo:hi], top[:, :, :, lo:hi], total[:, :, :, lo:hi]), d_out[:, :, :, lo:hi]
+            )
             d_q.append(dq)
             d_k, d_v = d_k.at[:, :, :end].add(dk), d_v.at[:, :, :end].add(dv)
         return jnp.concatenate(d_q, axis=3)[0], d_k[0].astype(k.dtype), d_v[0].astype(v.dtype)
