@@ -127,7 +127,7 @@ _CHUNK_QUERIES = 512  # and no more queries than this a block: a long prefill's 
 _MIN_CHUNKED = 256  # shorter passes attend in one block
 
 
-def causal_chunks(t: int, slots: int, cache_index) -> list[tuple[int, int, int]]:
+def causal_chunks(t: int, slots: int, cache_index) -> tuple[tuple[int, int, int], ...]:
     """``(first query, end query, key slots it may see)`` blocks of ``t`` causal queries.
 
     Queries ``lo..hi-1`` sit at slots ``cache_index + lo ..`` and see only key slots below
@@ -139,10 +139,10 @@ def causal_chunks(t: int, slots: int, cache_index) -> list[tuple[int, int, int]]
     one block.
     """
     if not isinstance(cache_index, int) or t < _MIN_CHUNKED:
-        return [(0, t, slots)]
+        return ((0, t, slots),)
     chunks = max(CHUNKS, -(-t // _CHUNK_QUERIES))
     bounds = [t * i // chunks for i in range(chunks + 1)]
-    return [(lo, hi, min(slots, cache_index + hi)) for lo, hi in zip(bounds, bounds[1:])]
+    return tuple((lo, hi, min(slots, cache_index + hi)) for lo, hi in zip(bounds, bounds[1:]))
 
 
 @jax.custom_vjp
@@ -215,7 +215,7 @@ def _blocks(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, chunks) -
     return [(q[:, :, :, lo:hi], k[:, :, :end], v[:, :, :end], mask[:, lo:hi, :end]) for lo, hi, end in chunks]
 
 
-def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, chunks: list[tuple[int, int, int]]) -> jax.Array:
+def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, chunks: tuple[tuple[int, int, int], ...]) -> jax.Array:
     """:func:`attend` block by block of :func:`causal_chunks`, the blocks' outputs joined: ``(B, K, G, T, D)``."""
     return jnp.concatenate([attend(*block) for block in _blocks(q, k, v, mask, chunks)], axis=3)
 
@@ -297,7 +297,7 @@ class Attention(nnx.Module):
         chunks = causal_chunks(t, mask.shape[-1], cache_index)
         out: jax.Array
         if len(chunks) > 1 and row_by_row():
-            out = attend_by_row(q, k, v, mask, tuple(chunks))
+            out = attend_by_row(q, k, v, mask, chunks)
         else:
             out = causal_attention(q, k, v, mask, chunks)  # (B, K, G, T, D)
         out = out.transpose(0, 3, 1, 2, 4).reshape(b, t, -1)
